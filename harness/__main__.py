@@ -1,0 +1,36 @@
+"""``python -m harness SUBCOMMAND``: the harness's command-line entry.
+
+Each subcommand lives in its own module with a ``main(argv) -> int``; this file only routes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "tables": ("harness.tables", "write or check the byte tables in fixtures/tables"),
+    "combine": ("harness.combine", "merge dispatch-coverage JSON files from several runs"),
+    "report": ("harness.report", "print or write a report from a dispatch-coverage JSON file"),
+    "gpu-check": ("harness.gpu_check", "verify the CUDA kernels on this machine's GPU and write results"),
+    "bench": ("harness.bench", "time the kernels beside the copy ceiling (GPU)"),
+    "bench-report": ("harness.bench_report", "write BENCHMARKS.md and its plot from a results JSON"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in SUBCOMMANDS:
+        width = max(map(len, SUBCOMMANDS))
+        lines = [f"  {name:<{width}}  {doc}" for name, (_, doc) in SUBCOMMANDS.items()]
+        print("usage: python -m harness SUBCOMMAND [options]\n\nsubcommands:\n" + "\n".join(lines))
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\nunknown subcommand {argv[0]!r}", file=sys.stderr)
+            return 2
+        return 0
+    module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
+    return int(module.main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,467 @@
+"""The instrumented dispatcher: validate, choose a path, run it, announce what happened.
+
+``nvfp4_matmul`` and ``dequantize`` are the operator's public entries. Each call
+
+1. validates its inputs before touching any of them, with errors that say what to fix;
+2. evaluates every guard of :mod:`kernels.paths` and selects a path (or honours a forced one);
+3. runs that path on the chosen backend (``"cpu"``: :mod:`kernels.reference`; ``"cuda"``:
+   :mod:`kernels.cuda_backend`);
+4. announces a :class:`DispatchEvent` to every registered listener.
+
+The dispatcher knows nothing of pytest: the test harness registers a listener.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator
+
+import ml_dtypes
+import numpy as np
+
+from kernels import reference
+from kernels.paths import (
+    PATHS,
+    DeviceCaps,
+    GuardOutcome,
+    Policy,
+    Problem,
+    select_path,
+)
+
+BACKENDS = ("auto", "cpu", "cuda")
+_CPU_KERNELS = {
+    ("matmul", "gemv"): ("reference.gemv",),
+    ("matmul", "prefill_vec8"): ("reference.dequantize_vec8", "reference.accumulate_fp32"),
+    ("matmul", "prefill_scalar"): ("reference.dequantize_scalar", "reference.accumulate_fp32"),
+    ("dequantize", "prefill_vec8"): ("reference.dequantize_vec8",),
+    ("dequantize", "prefill_scalar"): ("reference.dequantize_scalar",),
+}
+
+
+@dataclass(frozen=True)
+class DispatchEvent:
+    """What one call did: the path, why, every guard's outcome, and the problem it ran."""
+
+    op: str
+    path: str
+    reason: str
+    guards: tuple[GuardOutcome, ...]
+    m: int | None
+    n: int
+    k: int
+    block_size: int
+    dtype: str
+    backend: str
+    device: str
+    compute_capability: tuple[int, int] | None
+    forced: bool
+    #: kernels (CUDA) or reference functions (CPU) this path runs
+    kernels: tuple[str, ...]
+    #: True for "empty" / "bias_only" outcomes that launch nothing
+    shortcut: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["guards"] = [asdict(g) for g in self.guards]
+        data["compute_capability"] = list(self.compute_capability) if self.compute_capability else None
+        data["kernels"] = list(self.kernels)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DispatchEvent":
+        values = dict(data)
+        values["guards"] = tuple(GuardOutcome(**g) for g in data["guards"])
+        cc = data.get("compute_capability")
+        values["compute_capability"] = tuple(cc) if cc else None
+        values["kernels"] = tuple(data.get("kernels", ()))
+        return cls(**values)
+
+
+Listener = Callable[[DispatchEvent], None]
+_listeners: list[Listener] = []
+_listeners_lock = threading.Lock()
+
+
+def add_listener(listener: Listener) -> Listener:
+    """Register a callable that receives every :class:`DispatchEvent`; returns it."""
+    with _listeners_lock:
+        _listeners.append(listener)
+    return listener
+
+
+def remove_listener(listener: Listener) -> None:
+    """Unregister a listener (no error if it is not registered)."""
+    with _listeners_lock:
+        if listener in _listeners:
+            _listeners.remove(listener)
+
+
+def _announce(event: DispatchEvent) -> None:
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener(event)
+
+
+_policy: ContextVar[Policy] = ContextVar("nvfp4_policy", default=Policy())
+
+
+def current_policy() -> Policy:
+    """The policy used by calls that pass ``policy=None``."""
+    return _policy.get()
+
+
+@contextmanager
+def policy_scope(policy: Policy) -> Iterator[Policy]:
+    """Make ``policy`` the default for calls inside the block (e.g. force a path for a model)."""
+    token = _policy.set(policy)
+    try:
+        yield policy
+    finally:
+        _policy.reset(token)
+
+
+# --- input handling ---------------------------------------------------------------------------
+
+
+def _is_torch(x: object) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _dtype_of(x: Any) -> str:
+    """'float16' / 'bfloat16' / 'uint8' / other name, for numpy arrays and torch tensors alike."""
+    if _is_torch(x):
+        return str(x.dtype).replace("torch.", "")
+    return np.dtype(x.dtype).name
+
+
+def _is_contiguous(x: Any) -> bool:
+    return bool(x.is_contiguous()) if _is_torch(x) else bool(x.flags.c_contiguous)
+
+
+def _address(x: Any) -> int:
+    return int(x.data_ptr()) if _is_torch(x) else int(x.ctypes.data)
+
+
+def _device_of(x: Any) -> str:
+    return str(x.device) if _is_torch(x) else "cpu"
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    if not _is_torch(x):
+        return np.asarray(x)
+    import torch
+
+    x = x.detach().cpu()
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return x.numpy()
+
+
+def _numpy_to_torch(x: np.ndarray, device: Any) -> Any:
+    import torch
+
+    if x.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+
+def _check_array(name: str, x: Any, want: str, fix: str) -> None:
+    if not (_is_torch(x) or isinstance(x, np.ndarray)):
+        raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
+    if _dtype_of(x) not in want.split("|"):
+        raise TypeError(f"{name} must have dtype {want.replace('|', ' or ')}, got {_dtype_of(x)}; {fix}")
+    if not _is_contiguous(x):
+        raise ValueError(f"{name} must be contiguous (row-major); pass {name}.contiguous() "
+                         f"(torch) or np.ascontiguousarray({name}) (numpy)")
+
+
+def _global_scale_host(g: Any) -> float | None:
+    """The global scale as a Python float when it is on the host (None for a CUDA tensor)."""
+    if _is_torch(g):
+        if g.numel() != 1:
+            raise ValueError(f"weight_scale_2 must hold exactly one value, got shape {tuple(g.shape)}")
+        if str(g.dtype) != "torch.float32":
+            raise TypeError(f"weight_scale_2 must be float32, got {g.dtype}; use .float()")
+        return None if g.is_cuda else float(g.reshape(()).item())
+    if isinstance(g, np.ndarray):
+        if g.size != 1:
+            raise ValueError(f"weight_scale_2 must hold exactly one value, got shape {g.shape}")
+        if g.dtype != np.float32:
+            raise TypeError(f"weight_scale_2 must be float32, got {g.dtype}; use .astype(np.float32)")
+        return float(g.reshape(()))
+    if isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, float, np.floating, np.integer)):
+        raise TypeError(f"weight_scale_2 must be a float or a one-element float32 array/tensor, "
+                        f"got {type(g).__name__}")
+    return float(np.float32(g))
+
+
+def _validate_weights(b: Any, weight_scale: Any, weight_scale_2: Any, block_size: Any) -> tuple[int, int]:
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
+        raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
+    if block_size <= 0:
+        raise ValueError(f"block_size must be a positive integer, got {block_size}")
+    _check_array("B", b, "uint8", "B holds two packed E2M1 codes per byte (use kernels.nvfp4.pack_codes)")
+    if len(b.shape) != 2:
+        raise ValueError(f"B must be 2-D [N, K/2], got shape {tuple(b.shape)}")
+    _check_array("weight_scale", weight_scale, "uint8", "pass the raw E4M3FN bytes, e.g. x.view(uint8)")
+    n, k = int(b.shape[0]), 2 * int(b.shape[1])
+    expected = (n, -(-k // int(block_size)))
+    if tuple(weight_scale.shape) != expected:
+        raise ValueError(f"weight_scale must have shape [N, ceil(K/block_size)] = {list(expected)} "
+                         f"for N={n}, K={k}, block_size={block_size}; got {list(weight_scale.shape)}")
+    g = _global_scale_host(weight_scale_2)
+    if g is not None and not np.isfinite(g):
+        raise ValueError(f"weight_scale_2 must be finite, got {g}; the global scale of a quantized "
+                         f"tensor is amax / (448 * 6)")
+    return n, k
+
+
+def _resolve_backend(backend: str, tensors: list[Any]) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    devices = {_device_of(t) for t in tensors if t is not None and (_is_torch(t) or isinstance(t, np.ndarray))}
+    if len(devices) > 1:
+        raise ValueError(f"all inputs must be on one device, got {sorted(devices)}; move them with .to(device)")
+    on_gpu = any(d.startswith("cuda") for d in devices)
+    if backend == "auto":
+        return "cuda" if on_gpu else "cpu"
+    if backend == "cpu" and on_gpu:
+        raise ValueError("backend='cpu' was given CUDA tensors; move them with .cpu() or use backend='cuda'")
+    if backend == "cuda":
+        from kernels import cuda_backend
+
+        ok, why = cuda_backend.available()
+        if not ok:
+            raise RuntimeError(f"backend='cuda' is unavailable: {why}. Use backend='cpu' (or 'auto').")
+    return backend
+
+
+def _caps_for(backend: str, tensors: list[Any]) -> tuple[DeviceCaps, Any]:
+    if backend == "cpu":
+        return DeviceCaps.cpu(), None
+    import torch
+
+    device = next((t.device for t in tensors if _is_torch(t) and t.is_cuda), torch.device("cuda"))
+    return DeviceCaps.from_torch(device), device
+
+
+def _alignment(b: Any, out: Any | None) -> tuple[bool, str]:
+    """vec8 loads one 32-bit word per thread and stores 16 bytes: check the real addresses."""
+    problems = []
+    if _address(b) % 4:
+        problems.append(f"B at address {_address(b):#x} is not 4-byte aligned")
+    if out is not None and _address(out) % 16:
+        problems.append(f"output at address {_address(out):#x} is not 16-byte aligned")
+    return (not problems, "; ".join(problems) or "B 4-byte and output 16-byte aligned")
+
+
+def _event(op: str, path: str, reason: str, guards: tuple[GuardOutcome, ...], problem: Problem,
+           caps: DeviceCaps, forced: bool, shortcut: bool = False) -> DispatchEvent:
+    if shortcut:
+        kernels: tuple[str, ...] = ()
+    elif problem.backend == "cuda":
+        kernels = PATHS[path].cuda_kernels
+    else:
+        kernels = _CPU_KERNELS[(op, path)]
+    return DispatchEvent(op=op, path=path, reason=reason, guards=guards, m=problem.m, n=problem.n,
+                         k=problem.k, block_size=problem.block_size, dtype=problem.dtype,
+                         backend=problem.backend, device=caps.name,
+                         compute_capability=caps.compute_capability, forced=forced,
+                         kernels=kernels, shortcut=shortcut)
+
+
+# --- public entries ---------------------------------------------------------------------------
+
+
+def dequantize(
+    b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int = 16, dtype: str = "bfloat16",
+    *, backend: str = "auto", policy: Policy | None = None, out: Any | None = None,
+) -> Any:
+    """Dequantize packed NVFP4 weights [N, K/2] to [N, K] fp16/bf16 through the dispatcher.
+
+    Takes ``prefill_vec8`` when its guards hold, else ``prefill_scalar``; the bits are the same.
+    ``out`` (optional) is a contiguous [N, K] buffer to write; a misaligned one sends the call
+    to the scalar kernel. numpy in, numpy out; torch in, torch out.
+    """
+    n, k = _validate_weights(b, weight_scale, weight_scale_2, block_size)
+    dtype = reference.dtype_name(dtype)
+    if out is not None:
+        _check_array("out", out, dtype, f"out must match dtype={dtype!r}")
+        if tuple(out.shape) != (n, k):
+            raise ValueError(f"out must have shape [N, K] = {[n, k]}, got {list(out.shape)}")
+    backend = _resolve_backend(backend, [b, weight_scale, weight_scale_2, out])
+    caps, device = _caps_for(backend, [b, weight_scale, weight_scale_2, out])
+    policy = policy or current_policy()
+    aligned, why = _alignment(b, out)
+    problem = Problem("dequantize", None, n, k, int(block_size), dtype, backend, aligned, why)
+    if n == 0 or k == 0:
+        result = out if out is not None else _empty_like_input(b, (n, k), dtype)
+        _announce(_event("dequantize", "empty", "N == 0 or K == 0: nothing to dequantize", (),
+                         problem, caps, False, shortcut=True))
+        return result
+    selection = select_path(problem, caps, policy)
+    if backend == "cpu":
+        fn = reference.dequantize_vec8 if selection.path == "prefill_vec8" else reference.dequantize_scalar
+        g = _global_scale_host(weight_scale_2)
+        result_np = fn(_to_numpy(b), _to_numpy(weight_scale), g, int(block_size), dtype)
+        result = _deliver(result_np, b, out)
+    else:
+        result = _cuda_dequantize(selection.path, b, weight_scale, weight_scale_2, int(block_size),
+                                  dtype, device, out)
+    _announce(_event("dequantize", selection.path, selection.reason, selection.guards, problem,
+                     caps, selection.forced))
+    return result
+
+
+def nvfp4_matmul(
+    a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int = 16,
+    bias: Any | None = None, *, backend: str = "auto", policy: Policy | None = None,
+) -> Any:
+    """Y = A @ W^T for NVFP4 weights W, with the contract of DESIGN.md section 1.
+
+    ``a`` is fp16/bf16 [..., K]; ``b`` uint8 [N, K/2]; ``weight_scale`` uint8 E4M3FN bytes
+    [N, ceil(K/block_size)]; ``weight_scale_2`` the fp32 global scale; ``bias`` [N] of A's
+    dtype. Returns [..., N] in A's dtype: numpy in, numpy out; torch in, torch out.
+    """
+    n, k = _validate_weights(b, weight_scale, weight_scale_2, block_size)
+    _check_array("A", a, "float16|bfloat16", "cast the activations with .to(torch.bfloat16) or "
+                 ".astype(ml_dtypes.bfloat16)")
+    if len(a.shape) < 1 or int(a.shape[-1]) != k:
+        got = int(a.shape[-1]) if len(a.shape) else None
+        hint = " (K must be even: B packs two values per byte)" if got is not None and got % 2 else ""
+        raise ValueError(f"A must have shape [..., K] with K = 2 * B.shape[1] = {k}, got {list(a.shape)}{hint}")
+    dtype = _dtype_of(a)
+    if bias is not None:
+        _check_array("bias", bias, dtype, "bias must have the same dtype as A")
+        if tuple(bias.shape) != (n,):
+            raise ValueError(f"bias must have shape [N] = [{n}], got {list(bias.shape)}")
+    backend = _resolve_backend(backend, [a, b, weight_scale, weight_scale_2, bias])
+    caps, device = _caps_for(backend, [a, b, weight_scale, weight_scale_2, bias])
+    policy = policy or current_policy()
+    lead = tuple(int(d) for d in a.shape[:-1])
+    m = int(np.prod(lead)) if lead else 1
+    aligned, why = _alignment(b, None)  # the scratch buffer is ours and always aligned
+    problem = Problem("matmul", m, n, k, int(block_size), dtype, backend, aligned, why)
+    if m == 0 or n == 0 or k == 0:
+        return _shortcut(a, bias, lead, n, dtype, problem, caps)
+    selection = select_path(problem, caps, policy)
+    if backend == "cpu":
+        result = _cpu_matmul(selection.path, a, b, weight_scale, weight_scale_2, int(block_size), bias,
+                             lead, n, k)
+    else:
+        result = _cuda_matmul(selection.path, a, b, weight_scale, weight_scale_2, int(block_size),
+                              bias, lead, n, k, device)
+    _announce(_event("matmul", selection.path, selection.reason, selection.guards, problem, caps,
+                     selection.forced))
+    return result
+
+
+def _empty_like_input(like: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    if _is_torch(like):
+        import torch
+
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.device)
+    return np.zeros(shape, dtype=reference.numpy_dtype(dtype))
+
+
+def _shortcut(a: Any, bias: Any, lead: tuple[int, ...], n: int, dtype: str, problem: Problem,
+              caps: DeviceCaps) -> Any:
+    if problem.m == 0 or n == 0:
+        kind, reason = "empty", "M == 0 or N == 0: empty output"
+        result = _empty_like_input(a, lead + (n,), dtype)
+    else:
+        kind, reason = "bias_only", "K == 0: output is the bias" if bias is not None else "K == 0: zeros"
+        result = _empty_like_input(a, lead + (n,), dtype)
+        if bias is not None:
+            result[...] = bias
+    _announce(_event("matmul", kind, reason, (), problem, caps, False, shortcut=True))
+    return result
+
+
+def _deliver(result_np: np.ndarray, like: Any, out: Any | None) -> Any:
+    """Return a CPU result in the caller's container (numpy or torch), into ``out`` if given."""
+    if out is not None:
+        if _is_torch(out):
+            out.copy_(_numpy_to_torch(result_np, out.device))
+        else:
+            out[...] = result_np
+        return out
+    return _numpy_to_torch(result_np, "cpu") if _is_torch(like) else result_np
+
+
+def _cpu_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int,
+                bias: Any, lead: tuple[int, ...], n: int, k: int) -> Any:
+    a_np = _to_numpy(a).reshape(-1, k)
+    b_np, s_np = _to_numpy(b), _to_numpy(weight_scale)
+    bias_np = None if bias is None else _to_numpy(bias)
+    g = _global_scale_host(weight_scale_2)
+    if path == "gemv":
+        y = reference.gemv(a_np, b_np, s_np, g, block_size, bias_np)
+    elif path in ("prefill_vec8", "prefill_scalar"):
+        y = reference.prefill(a_np, b_np, s_np, g, block_size, bias_np,
+                              dequant_path="vec8" if path == "prefill_vec8" else "scalar")
+    else:
+        raise NotImplementedError(f"the CPU backend has no implementation of path {path!r}")
+    return _deliver(y.reshape(lead + (n,)), a, None)
+
+
+def _device_global_scale(weight_scale_2: Any, device: Any) -> Any:
+    import torch
+
+    if _is_torch(weight_scale_2):
+        return weight_scale_2.reshape(1).to(device=device, dtype=torch.float32)
+    return torch.tensor([float(np.float32(weight_scale_2))], dtype=torch.float32, device=device)
+
+
+def _on_device(x: Any, device: Any) -> Any:
+    if x is None:
+        return None
+    return x if _is_torch(x) and x.is_cuda else _numpy_to_torch(_to_numpy(x), device)
+
+
+def _cuda_dequantize(path: str, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int,
+                     dtype: str, device: Any, out: Any | None) -> Any:
+    import torch
+
+    from kernels import cuda_backend
+
+    on_host = not _is_torch(b) or not b.is_cuda
+    target = out if out is not None and _is_torch(out) and out.is_cuda else None
+    if target is None:
+        target = torch.empty((b.shape[0], 2 * b.shape[1]), dtype=getattr(torch, dtype), device=device)
+    cuda_backend.dequantize(path, _on_device(b, device), _on_device(weight_scale, device),
+                            _device_global_scale(weight_scale_2, device), block_size, target)
+    if on_host:
+        return _deliver(_to_numpy(target), b, out)
+    return target
+
+
+def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int,
+                 bias: Any, lead: tuple[int, ...], n: int, k: int, device: Any) -> Any:
+    import torch
+
+    from kernels import cuda_backend
+
+    on_host = not _is_torch(a) or not a.is_cuda
+    a_dev = _on_device(a, device).reshape(-1, k)
+    b_dev, s_dev = _on_device(b, device), _on_device(weight_scale, device)
+    g_dev = _device_global_scale(weight_scale_2, device)
+    bias_dev = _on_device(bias, device)
+    if path == "gemv":
+        y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
+        cuda_backend.gemv(a_dev, b_dev, s_dev, g_dev, bias_dev, y)
+    elif path in ("prefill_vec8", "prefill_scalar"):
+        scratch = torch.empty((n, k), dtype=a_dev.dtype, device=device)
+        cuda_backend.dequantize(path, b_dev, s_dev, g_dev, block_size, scratch)
+        y = torch.matmul(a_dev, scratch.t())
+        if bias_dev is not None:
+            y = y + bias_dev
+    else:
+        raise NotImplementedError(f"no CUDA implementation of path {path!r} on this build")
+    y = y.reshape(lead + (n,))
+    return _deliver(_to_numpy(y), a, None) if on_host else y

@@ -1,0 +1,228 @@
+"""The CPU backend: one numpy implementation per dispatch path, each following its own kernel.
+
+These are not one shared function behind several names. Each function below reproduces
+the index arithmetic and scale bookkeeping of the CUDA kernel it stands for, so that a CPU
+CI run exercises every path's own algorithm (an off-by-one in the vec8 scale tracking shows
+up here, not only on a GPU):
+
+* :func:`dequantize_scalar` - one packed byte at a time, row and block found by division of
+  the flat byte index, a separate scale per nibble (odd block sizes split a byte).
+* :func:`dequantize_vec8` - one 32-bit word (8 values) at a time, the starting block computed
+  once per chunk and a remaining-pairs counter that advances the scale mid-chunk.
+* :func:`gemv` - decode fused with an fp32 dot product; bias added before the single rounding.
+* :func:`prefill` - dequantize to a scratch buffer, fp32-accumulated matmul, round, add bias.
+
+Every element follows the contract of DESIGN.md section 1:
+``W = to_T(e2m1(code) * (e4m3(scale) * g))`` with IEEE fp32 multiplies. NaN results are
+written as the canonical NaN 0x7FFF, the pattern NVIDIA's f32->f16/bf16 conversions produce,
+so the dequantized bits are identical on every backend.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import ml_dtypes
+import numpy as np
+
+from kernels.nvfp4 import CANONICAL_NAN_BITS, E2M1_TABLE, E4M3_TABLE
+
+DTypeName = Literal["float16", "bfloat16"]
+_NUMPY_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+#: Bytes processed per step by the per-byte and per-chunk loops, to bound scratch memory.
+_TILE_BYTES = 1 << 22
+
+
+def numpy_dtype(dtype: str | np.dtype | type) -> np.dtype:
+    """Map ``"float16"`` / ``"bfloat16"`` (or the numpy / ml_dtypes types) to a numpy dtype."""
+    if isinstance(dtype, str):
+        if dtype not in _NUMPY_DTYPES:
+            raise ValueError(f"dtype must be 'float16' or 'bfloat16', got {dtype!r}")
+        return _NUMPY_DTYPES[dtype]
+    resolved = np.dtype(dtype)
+    if resolved not in _NUMPY_DTYPES.values():
+        raise ValueError(f"dtype must be float16 or bfloat16, got {resolved}")
+    return resolved
+
+
+def dtype_name(dtype: str | np.dtype | type) -> DTypeName:
+    """The canonical name (``"float16"`` or ``"bfloat16"``) of an output dtype."""
+    resolved = numpy_dtype(dtype)
+    return "float16" if resolved == np.float16 else "bfloat16"
+
+
+def round_fp32_to(values: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
+    """Round float32 values to fp16/bf16 (nearest even; fp16 overflow gives inf), NaN canonical."""
+    target = numpy_dtype(dtype)
+    out = np.asarray(values, dtype=np.float32).astype(target)
+    nan = np.isnan(values)
+    if nan.any():
+        out.view(np.uint16)[nan] = CANONICAL_NAN_BITS
+    return out
+
+
+def _check_operands(packed: np.ndarray, weight_scale: np.ndarray, block_size: int) -> None:
+    if packed.dtype != np.uint8 or packed.ndim != 2:
+        raise ValueError(f"packed must be a 2-D uint8 array [N, K/2], got {packed.dtype} {packed.shape}")
+    if weight_scale.dtype != np.uint8 or weight_scale.ndim != 2:
+        raise ValueError(
+            f"weight_scale must be a 2-D uint8 array [N, ceil(K/block_size)], got "
+            f"{weight_scale.dtype} {weight_scale.shape}"
+        )
+    if block_size <= 0:
+        raise ValueError(f"block_size must be a positive integer, got {block_size}")
+    n, half = packed.shape
+    expected = (n, -(-2 * half // block_size))
+    if weight_scale.shape != expected:
+        raise ValueError(f"weight_scale must have shape {expected} for K={2 * half}, "
+                         f"block_size={block_size}; got {weight_scale.shape}")
+
+
+def dequantize_scalar(
+    packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float, block_size: int,
+    dtype: str = "bfloat16",
+) -> np.ndarray:
+    """The scalar kernel: one packed byte per 'thread', two scales per byte, two stores."""
+    packed = np.ascontiguousarray(packed)
+    scales = np.ascontiguousarray(weight_scale)
+    _check_operands(packed, scales, block_size)
+    n, half = packed.shape
+    k, nsc = 2 * half, scales.shape[1]
+    flat_bytes, flat_scales = packed.reshape(-1), scales.reshape(-1)
+    out = np.empty(n * k, dtype=numpy_dtype(dtype))
+    for start in range(0, flat_bytes.size, _TILE_BYTES):
+        idx = np.arange(start, min(start + _TILE_BYTES, flat_bytes.size), dtype=np.int64)
+        g = np.float32(weight_scale_2)  # loaded by every thread
+        row = idx // half
+        k_even = 2 * (idx - row * half)
+        scale_lo = E4M3_TABLE[flat_scales[row * nsc + k_even // block_size]] * g
+        scale_hi = E4M3_TABLE[flat_scales[row * nsc + (k_even + 1) // block_size]] * g
+        byte = flat_bytes[idx]
+        out[2 * idx] = round_fp32_to(E2M1_TABLE[byte & 0x0F] * scale_lo, dtype)
+        out[2 * idx + 1] = round_fp32_to(E2M1_TABLE[byte >> 4] * scale_hi, dtype)
+    return out.reshape(n, k)
+
+
+def vec8_supported(k: int, block_size: int) -> bool:
+    """The vec8 kernel's shape guard: whole 8-value chunks and both nibbles under one scale."""
+    return k % 8 == 0 and block_size % 2 == 0
+
+
+def dequantize_vec8(
+    packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float, block_size: int,
+    dtype: str = "bfloat16",
+) -> np.ndarray:
+    """The vec8 kernel: one 32-bit word (8 values) per 'thread', incremental scale tracking."""
+    packed = np.ascontiguousarray(packed)
+    scales = np.ascontiguousarray(weight_scale)
+    _check_operands(packed, scales, block_size)
+    n, half = packed.shape
+    k = 2 * half
+    if not vec8_supported(k, block_size):
+        raise ValueError(
+            f"the vec8 path needs K % 8 == 0 and an even block_size (got K={k}, "
+            f"block_size={block_size}); use path='scalar' or let the guards choose"
+        )
+    chunks_per_row = k // 8
+    words = packed.reshape(n, chunks_per_row, 4).view("<u4")[..., 0]  # one 32-bit load per chunk
+    out = np.empty((n, chunks_per_row, 8), dtype=numpy_dtype(dtype))
+    g = np.float32(weight_scale_2)  # read once, kept in a register
+    pairs_per_block = block_size // 2
+    rows_per_tile = max(1, _TILE_BYTES // max(1, half))
+    for r0 in range(0, n, rows_per_tile):
+        w = words[r0:r0 + rows_per_tile]
+        row_scales = scales[r0:r0 + rows_per_tile]
+        k_start = 8 * np.arange(chunks_per_row, dtype=np.int64)
+        block = np.broadcast_to(k_start // block_size, w.shape).copy()
+        remaining = (block_size * (block + 1) - k_start) // 2  # pairs left in the current block
+        rows = np.arange(w.shape[0])[:, None]
+        for pair in range(4):  # byte `pair` of the word holds values 2*pair, 2*pair+1
+            scale = E4M3_TABLE[row_scales[rows, np.minimum(block, row_scales.shape[1] - 1)]] * g
+            byte = (w >> np.uint32(8 * pair)) & np.uint32(0xFF)
+            out[r0:r0 + w.shape[0], :, 2 * pair] = round_fp32_to(E2M1_TABLE[byte & 0x0F] * scale, dtype)
+            out[r0:r0 + w.shape[0], :, 2 * pair + 1] = round_fp32_to(E2M1_TABLE[byte >> 4] * scale, dtype)
+            remaining -= 1
+            advance = remaining == 0  # the scale boundary can fall inside this chunk
+            block += advance
+            remaining[advance] = pairs_per_block
+    return out.reshape(n, k)
+
+
+def dequantize(
+    packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float, block_size: int,
+    dtype: str = "bfloat16", path: str | None = None,
+) -> np.ndarray:
+    """Dequantize [N, K/2] packed codes to [N, K] fp16/bf16 on the CPU.
+
+    ``path`` is ``None`` (vec8 where its shape guard holds, otherwise scalar), ``"scalar"`` or
+    ``"vec8"``; every path returns the same bits.
+    """
+    packed = np.asarray(packed)
+    if path is None:
+        path = "vec8" if vec8_supported(2 * packed.shape[-1], block_size) else "scalar"
+    if path == "scalar":
+        return dequantize_scalar(packed, weight_scale, weight_scale_2, block_size, dtype)
+    if path == "vec8":
+        return dequantize_vec8(packed, weight_scale, weight_scale_2, block_size, dtype)
+    raise ValueError(f"path must be None, 'scalar' or 'vec8', got {path!r}")
+
+
+def accumulate_fp32(a32: np.ndarray, w32_t: np.ndarray) -> np.ndarray:
+    """[M, K] @ [K, N] with float32 products and a float32 running sum in k order.
+
+    Written as a k loop of elementwise IEEE operations rather than a BLAS call so that the
+    CPU result is the same on every machine (BLAS picks its summation order per CPU).
+    """
+    m, n = a32.shape[0], w32_t.shape[1]
+    acc = np.zeros((m, n), dtype=np.float32)
+    for kk in range(a32.shape[1]):
+        acc += a32[:, kk:kk + 1] * w32_t[kk]
+    return acc
+
+
+GEMV_ROWS_PER_TILE = 1024
+
+
+def gemv(
+    a: np.ndarray, packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float,
+    block_size: int, bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """The decode GEMV: weights decoded tile by tile (never a full scratch), fp32 dot products,
+    bias added in fp32 before the single final rounding to A's dtype. ``a`` is [M, K]."""
+    a = np.asarray(a)
+    dtype = dtype_name(a.dtype)
+    packed = np.ascontiguousarray(packed)
+    _check_operands(packed, np.asarray(weight_scale), block_size)
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    if block_size != 16 or k % 32:
+        raise ValueError(f"the gemv path needs block_size == 16 and K % 32 == 0 "
+                         f"(got block_size={block_size}, K={k})")
+    a32 = a.astype(np.float32)
+    g = np.float32(weight_scale_2)
+    acc = np.empty((a.shape[0], n), dtype=np.float32)
+    for r0 in range(0, n, GEMV_ROWS_PER_TILE):
+        tile = packed[r0:r0 + GEMV_ROWS_PER_TILE]
+        codes = np.empty((tile.shape[0], k), dtype=np.uint8)
+        codes[:, 0::2], codes[:, 1::2] = tile & 0x0F, tile >> 4
+        block_scale = E4M3_TABLE[weight_scale[r0:r0 + GEMV_ROWS_PER_TILE]] * g  # one per 16 values
+        w = E2M1_TABLE[codes].reshape(tile.shape[0], k // 16, 16) * block_scale[..., None]
+        w_t = round_fp32_to(w.reshape(tile.shape[0], k), dtype).astype(np.float32).T
+        acc[:, r0:r0 + tile.shape[0]] = accumulate_fp32(a32, np.ascontiguousarray(w_t))
+    if bias is not None:
+        acc = acc + np.asarray(bias).astype(np.float32)
+    return round_fp32_to(acc, dtype)
+
+
+def prefill(
+    a: np.ndarray, packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float,
+    block_size: int, bias: np.ndarray | None = None, dequant_path: str | None = None,
+) -> np.ndarray:
+    """Prefill: dequantize into a scratch [N, K] buffer, fp32-accumulated A @ W^T rounded to
+    A's dtype, then bias added in fp32 and rounded again (two roundings, as cuBLAS + add)."""
+    a = np.asarray(a)
+    dtype = dtype_name(a.dtype)
+    scratch = dequantize(packed, weight_scale, weight_scale_2, block_size, dtype, dequant_path)
+    y = round_fp32_to(accumulate_fp32(a.astype(np.float32), np.ascontiguousarray(scratch.astype(np.float32).T)), dtype)
+    if bias is not None:
+        y = round_fp32_to(y.astype(np.float32) + np.asarray(bias).astype(np.float32), dtype)
+    return y
