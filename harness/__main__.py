@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gpu-check": ("harness.gpu_check", "verify the CUDA kernels on this machine's GPU and write results"),
     "bench": ("harness.bench", "time the kernels beside the copy ceiling (GPU)"),
     "bench-report": ("harness.bench_report", "write BENCHMARKS.md and its plot from a results JSON"),
+    "mutate": ("harness.mutation", "plant typical kernel bugs one at a time and check the suites catch each"),
 }
 
 
