@@ -8,6 +8,8 @@ tables against ml_dtypes as an independent implementation.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: Magnitudes of the eight non-negative E2M1 codes; bit 3 of a code is the sign.
@@ -28,7 +30,7 @@ def _e4m3_bits_to_float(byte: int) -> float:
     exponent = (byte >> 3) & 0xF
     mantissa = byte & 0x7
     if exponent == 0xF and mantissa == 0x7:
-        return float("nan")
+        return math.copysign(float("nan"), sign)  # 0xFF is a NaN with the sign bit set
     if exponent == 0:
         return sign * mantissa * 2.0**-9  # subnormal: m/8 * 2^(1-7)
     return sign * (1.0 + mantissa / 8.0) * 2.0 ** (exponent - 7)

@@ -1,0 +1,247 @@
+"""The instrumented dispatcher: validation, path selection, events, containers, shortcuts."""
+
+from __future__ import annotations
+
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import kernels
+from harness.verify import compare_bitwise
+from kernels import nvfp4, reference
+from kernels.paths import GUARDS, DeviceCaps, PathNotAllowed, Policy, Problem, select_path
+
+pytestmark = pytest.mark.dispatch
+
+
+def _weights(n=32, k=64, block_size=16, seed=0):
+    rng = np.random.default_rng(seed)
+    return nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
+
+
+def _acts(m, k, dtype=ml_dtypes.bfloat16, seed=1):
+    return np.random.default_rng(seed).standard_normal((m, k)).astype(np.float32).astype(dtype)
+
+
+@pytest.fixture
+def events():
+    seen: list[kernels.DispatchEvent] = []
+    kernels.add_listener(seen.append)
+    yield seen
+    kernels.remove_listener(seen.append)
+
+
+# Expected paths are the DESIGN.md section 2 table read by hand for each shape.
+@pytest.mark.parametrize("m,k,block_size,path", [
+    (1, 64, 16, "gemv"), (8, 64, 16, "gemv"), (9, 64, 16, "prefill_vec8"),
+    (4, 40, 16, "prefill_vec8"),        # K % 32 != 0 with M <= 8: prefill
+    (4, 64, 32, "prefill_vec8"),        # block size != 16: no gemv
+    (4, 64, 6, "prefill_vec8"),         # even block size crossing chunks
+    (4, 64, 7, "prefill_scalar"),       # odd block size
+    (16, 36, 16, "prefill_scalar"),     # K % 8 == 4
+    (16, 70, 14, "prefill_scalar"),     # K % 8 == 6
+])
+def test_path_selection_follows_the_guards(events, m, k, block_size, path):
+    packed, scales, g = _weights(k=k, block_size=block_size)
+    kernels.nvfp4_matmul(_acts(m, k), packed, scales, g, block_size)
+    event = events[-1]
+    assert event.path == path and event.op == "matmul" and event.backend == "cpu"
+    assert (event.m, event.n, event.k, event.block_size) == (m, 32, k, block_size)
+    assert {o.name for o in event.guards} == {g.name for g in GUARDS}  # every guard evaluated
+
+
+def test_event_reason_names_the_failed_guards(events):
+    packed, scales, g = _weights(k=70, block_size=7)
+    kernels.nvfp4_matmul(_acts(2, 70), packed, scales, g, 7)
+    reason = events[-1].reason
+    assert "gemv (" in reason and "k_mod_32: K=70" in reason and "block_size_even: block_size=7" in reason
+    outcomes = {o.name: o.passed for o in events[-1].guards}
+    assert outcomes["gemv.m_in_range"] and not outcomes["prefill_vec8.k_mod_8"]
+
+
+def test_native_fp4_is_unreachable_on_cpu_and_hopper_and_taken_on_simulated_blackwell():
+    problem = Problem("matmul", 64, 64, 64, 16, "bfloat16", "cuda")
+    assert select_path(problem, DeviceCaps.cpu()).path == "prefill_vec8"
+    assert select_path(problem, DeviceCaps.simulated_gpu(9, 0)).path == "prefill_vec8"
+    assert select_path(problem, DeviceCaps.simulated_gpu(12, 0)).path == "native_fp4"
+    assert select_path(problem, DeviceCaps.simulated_gpu(12, 0), Policy(native_fp4_enabled=False)).path \
+        == "prefill_vec8"
+    assert "sm_120" in kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.cpu())
+    assert "sm_90" in kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(9, 0))
+    assert kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(12, 0)) is None
+
+
+def test_gemv_max_m_policy_moves_the_threshold(events):
+    packed, scales, g = _weights()
+    kernels.nvfp4_matmul(_acts(4, 64), packed, scales, g, policy=Policy(gemv_max_m=2))
+    assert events[-1].path == "prefill_vec8"
+    kernels.nvfp4_matmul(_acts(12, 64), packed, scales, g, policy=Policy(gemv_max_m=16))
+    assert events[-1].path == "gemv"
+
+
+def test_forced_path_and_its_guards(events):
+    packed, scales, g = _weights()
+    kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, policy=Policy(force_path="prefill_scalar"))
+    assert events[-1].path == "prefill_scalar" and events[-1].forced and "forced" in events[-1].reason
+    with pytest.raises(PathNotAllowed, match="gemv.m_in_range is false"):
+        kernels.nvfp4_matmul(_acts(20, 64), packed, scales, g, policy=Policy(force_path="gemv"))
+    with pytest.raises(PathNotAllowed, match="cannot take"):
+        kernels.dequantize(packed, scales, g, policy=Policy(force_path="gemv"))
+    with pytest.raises(ValueError, match="force_path must be one of"):
+        Policy(force_path="fast")
+
+
+def test_policy_scope_sets_the_default_policy(events):
+    packed, scales, g = _weights()
+    with kernels.policy_scope(Policy(force_path="prefill_scalar")):
+        kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g)
+        assert kernels.current_policy().force_path == "prefill_scalar"
+    kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g)
+    assert [e.path for e in events[-2:]] == ["prefill_scalar", "prefill_vec8"]
+
+
+def test_numpy_in_numpy_out_and_torch_in_torch_out_give_the_same_bits():
+    packed, scales, g = _weights()
+    a = _acts(3, 64, np.float16)
+    y_np = kernels.nvfp4_matmul(a, packed, scales, g)
+    y_t = kernels.nvfp4_matmul(torch.from_numpy(a), torch.from_numpy(packed), torch.from_numpy(scales),
+                               torch.tensor(g))
+    assert isinstance(y_np, np.ndarray) and isinstance(y_t, torch.Tensor)
+    assert y_t.dtype == torch.float16 and compare_bitwise(y_np, y_t)
+
+
+def test_leading_dimensions_flatten_into_m(events):
+    packed, scales, g = _weights()
+    a = _acts(6, 64).reshape(2, 3, 64)
+    y = kernels.nvfp4_matmul(a, packed, scales, g)
+    assert y.shape == (2, 3, 32) and events[-1].m == 6
+    assert compare_bitwise(kernels.nvfp4_matmul(a.reshape(6, 64), packed, scales, g).reshape(2, 3, 32), y)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_gemv_and_prefill_are_close_to_a_float64_reference(dtype):
+    packed, scales, g = _weights(n=48, k=256)
+    bias = np.random.default_rng(5).standard_normal(48).astype(dtype)
+    w = reference.dequantize(packed, scales, g, 16, reference.dtype_name(dtype)).astype(np.float64)
+    ulp = 2.0**-10 if dtype == np.float16 else 2.0**-7
+    for m, path in ((4, "gemv"), (4, "prefill_vec8"), (4, "prefill_scalar"), (32, "prefill_vec8")):
+        a = _acts(m, 256, dtype)
+        dot = a.astype(np.float64) @ w.T
+        ref = dot + bias.astype(np.float64)
+        y = kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(force_path=path))
+        err = np.abs(y.astype(np.float64) - ref)
+        # a rounding of the dot (prefill) and of the sum, plus fp32 accumulation error
+        bound = ulp * (np.abs(dot) + np.abs(ref)) + 1e-5 * (np.abs(a).astype(np.float64) @ np.abs(w).T) + 1e-6
+        assert np.all(err <= bound), f"{path}: max excess {np.max(err - bound)}"
+
+
+def test_misaligned_b_falls_back_to_scalar_with_the_same_bits(events):
+    packed, scales, g = _weights(k=64)
+    buffer = np.zeros(packed.size + 1, dtype=np.uint8)
+    view = buffer[1:].reshape(packed.shape)
+    view[...] = packed
+    assert view.flags.c_contiguous and view.ctypes.data % 4
+    aligned = kernels.dequantize(packed, scales, g, 16)
+    assert events[-1].path == "prefill_vec8"
+    shifted = kernels.dequantize(view, scales, g, 16)
+    assert events[-1].path == "prefill_scalar" and "misaligned" in events[-1].reason
+    assert compare_bitwise(aligned, shifted)
+
+
+def test_misaligned_output_buffer_falls_back_to_scalar(events):
+    packed, scales, g = _weights(k=64)
+    storage = np.zeros(32 * 64 + 8, dtype=np.float16)
+    out = storage[1:1 + 32 * 64].reshape(32, 64)
+    result = kernels.dequantize(packed, scales, g, 16, "float16", out=out)
+    assert result is out and events[-1].path == "prefill_scalar" and "output" in events[-1].reason
+    assert compare_bitwise(reference.dequantize(packed, scales, g, 16, "float16"), out)
+
+
+def test_dequantize_events_only_evaluate_dequant_guards(events):
+    packed, scales, g = _weights()
+    kernels.dequantize(packed, scales, g, 16, "bfloat16")
+    assert events[-1].op == "dequantize" and events[-1].m is None
+    assert {o.name.split(".")[0] for o in events[-1].guards} == {"prefill_vec8"}
+
+
+def test_shortcuts_for_empty_problems(events):
+    packed, scales, g = _weights()
+    y = kernels.nvfp4_matmul(np.zeros((0, 64), ml_dtypes.bfloat16), packed, scales, g)
+    assert y.shape == (0, 32) and events[-1].path == "empty" and events[-1].shortcut
+    bias = np.arange(32).astype(ml_dtypes.bfloat16)
+    empty_b, empty_s = np.zeros((32, 0), np.uint8), np.zeros((32, 0), np.uint8)
+    y = kernels.nvfp4_matmul(np.zeros((3, 0), ml_dtypes.bfloat16), empty_b, empty_s, 1.0, 16, bias)
+    assert events[-1].path == "bias_only" and compare_bitwise(np.broadcast_to(bias, (3, 32)), y)
+    y = kernels.nvfp4_matmul(np.zeros((3, 0), np.float16), empty_b, empty_s, 1.0)
+    assert y.dtype == np.float16 and not y.any() and y.shape == (3, 32)
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(a=np.zeros((2, 64), np.float32)), "A must have dtype float16 or bfloat16"),
+    (dict(a=np.zeros((2, 63), ml_dtypes.bfloat16)), "K must be even"),
+    (dict(a=np.zeros((2, 66), ml_dtypes.bfloat16)), r"A must have shape \[..., K\] with K = 2 \* B.shape\[1\] = 64"),
+    (dict(b=np.zeros((32, 32), np.int8)), "B must have dtype uint8"),
+    (dict(b=np.zeros((32, 64), np.uint8)[:, ::2]), "B must be contiguous"),
+    (dict(b=np.zeros((32,), np.uint8)), "B must be 2-D"),
+    (dict(weight_scale=np.zeros((32, 3), np.uint8)), r"weight_scale must have shape \[N, ceil\(K/block_size\)\] = \[32, 4\]"),
+    (dict(weight_scale=np.zeros((32, 4), np.float32)), "weight_scale must have dtype uint8"),
+    (dict(block_size=0), "block_size must be a positive integer"),
+    (dict(block_size=16.0), "block_size must be an int"),
+    (dict(weight_scale_2=float("nan")), "weight_scale_2 must be finite"),
+    (dict(weight_scale_2=np.ones(2, np.float32)), "exactly one value"),
+    (dict(weight_scale_2=np.ones(1, np.float64)), "weight_scale_2 must be float32"),
+    (dict(weight_scale_2="1.0"), "weight_scale_2 must be a float"),
+    (dict(bias=np.zeros(32, np.float16)), "bias must have dtype bfloat16"),
+    (dict(bias=np.zeros(31, ml_dtypes.bfloat16)), r"bias must have shape \[N\] = \[32\]"),
+    (dict(backend="gpu"), "backend must be one of"),
+    (dict(a=[[1.0]]), "A must be a numpy array or a torch tensor"),
+])
+def test_invalid_input_is_rejected_with_a_message_that_says_what_to_fix(events, change, message):
+    packed, scales, g = _weights()
+    args = dict(a=_acts(2, 64), b=packed, weight_scale=scales, weight_scale_2=g, block_size=16, bias=None,
+                backend="cpu")
+    args.update(change)
+    with pytest.raises((ValueError, TypeError), match=message):
+        kernels.nvfp4_matmul(args.pop("a"), args.pop("b"), args.pop("weight_scale"),
+                             args.pop("weight_scale_2"), args.pop("block_size"), args.pop("bias"),
+                             backend=args.pop("backend"))
+    assert events == []  # validation happens before anything runs or is announced
+
+
+def test_mixed_devices_and_wrong_backend_are_rejected():
+    packed, scales, g = _weights()
+    with pytest.raises(ValueError, match="same dtype as A|one device"):
+        kernels.nvfp4_matmul(torch.zeros(2, 64, dtype=torch.bfloat16, device="meta"), packed, scales, g)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="backend='cuda' is unavailable"):
+            kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, backend="cuda")
+
+
+def test_listeners_are_thread_safe_and_removable():
+    packed, scales, g = _weights(k=32)
+    seen = []
+    lock = threading.Lock()
+
+    def listener(event):
+        with lock:
+            seen.append(event.path)
+
+    kernels.add_listener(listener)
+    threads = [threading.Thread(target=kernels.dequantize, args=(packed, scales, g)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    kernels.remove_listener(listener)
+    kernels.dequantize(packed, scales, g)
+    assert seen == ["prefill_vec8"] * 8
+
+
+def test_event_round_trips_through_a_dict(events):
+    packed, scales, g = _weights()
+    kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g)
+    event = events[-1]
+    assert kernels.DispatchEvent.from_dict(event.to_dict()) == event
