@@ -108,8 +108,7 @@ def dequantize_bits(packed: np.ndarray, weight_scale: np.ndarray, g: float, bloc
                     dtype: str) -> np.ndarray:
     """uint16 [N, K] contract bits for a whole packed matrix, element by element."""
     packed = np.asarray(packed, dtype=np.uint8)
-    n, k = packed.shape[0], 2 * packed.shape[1]
-    element = np.arange(k)
+    element = np.arange(2 * packed.shape[1])
     byte_of = element // 2
     code = np.where(element % 2 == 0, packed[:, byte_of] & 0x0F, packed[:, byte_of] >> 4)
     scale = np.asarray(weight_scale)[:, element // block_size]

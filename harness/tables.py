@@ -48,7 +48,8 @@ def render_e4m3(bits: np.ndarray) -> str:
 
 def parse_table(text: str) -> np.ndarray:
     """Parse a table file back into an integer array [256, columns] (the byte column dropped)."""
-    rows = [line.split(",") for line in text.strip().splitlines()[1:] if not line.startswith("#")]
+    lines = [line for line in text.strip().splitlines() if line and not line.startswith("#")]
+    rows = [line.split(",") for line in lines[1:]]  # lines[0] is the column header
     if len(rows) != 256 or any(int(r[0], 16) != i for i, r in enumerate(rows)):
         raise ValueError("a byte table must list bytes 0x00..0xff in order, one per line")
     return np.array([[int(v, 16) for v in r[1:]] for r in rows], dtype=np.uint64)

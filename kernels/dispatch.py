@@ -14,10 +14,11 @@ The dispatcher knows nothing of pytest: the test harness registers a listener.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -72,7 +73,7 @@ class DispatchEvent:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DispatchEvent":
+    def from_dict(cls, data: dict[str, Any]) -> DispatchEvent:
         values = dict(data)
         values["guards"] = tuple(GuardOutcome(**g) for g in data["guards"])
         cc = data.get("compute_capability")
@@ -107,7 +108,7 @@ def _announce(event: DispatchEvent) -> None:
         listener(event)
 
 
-_policy: ContextVar[Policy] = ContextVar("nvfp4_policy", default=Policy())
+_policy: ContextVar[Policy] = ContextVar("nvfp4_policy", default=Policy())  # noqa: B039 (frozen)
 
 
 def current_policy() -> Policy:

@@ -12,8 +12,8 @@ Nothing here runs a kernel; :mod:`kernels.dispatch` evaluates these declarations
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 PATH_ORDER: tuple[str, ...] = ("gemv", "native_fp4", "prefill_vec8", "prefill_scalar")
 #: Outcomes that launch no kernel; recorded as events but not part of path coverage.
@@ -37,16 +37,16 @@ class DeviceCaps:
     simulated: bool = False
 
     @classmethod
-    def cpu(cls) -> "DeviceCaps":
+    def cpu(cls) -> DeviceCaps:
         return cls(name="cpu")
 
     @classmethod
-    def simulated_gpu(cls, major: int, minor: int = 0, name: str | None = None) -> "DeviceCaps":
+    def simulated_gpu(cls, major: int, minor: int = 0, name: str | None = None) -> DeviceCaps:
         return cls(name=name or f"simulated sm_{major}{minor}", compute_capability=(major, minor),
                    simulated=True)
 
     @classmethod
-    def from_torch(cls, device: object) -> "DeviceCaps":
+    def from_torch(cls, device: object) -> DeviceCaps:
         import torch
 
         index = torch.device(device).index

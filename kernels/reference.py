@@ -21,7 +21,8 @@ so the dequantized bits are identical on every backend.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import ml_dtypes
 import numpy as np
