@@ -1,0 +1,70 @@
+"""CPU CI checks of what the H200 run committed under fixtures/gpu (no GPU needed).
+
+The GPU hashes are only evidence if the same inputs give the same hashes on the CPU
+reference here: every case is regenerated from its seed and hashed again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness import gpu_cases, tables
+from harness.gpu_check import DEFAULT_OUT
+from harness.verify import tensor_sha256
+from kernels import reference
+
+RESULTS = DEFAULT_OUT / "gpu_check.json"
+pytestmark = [
+    pytest.mark.dispatch,
+    pytest.mark.skipif(not RESULTS.exists(), reason="no GPU results committed yet: run "
+                       "`python -m harness gpu-check` on a GPU and commit fixtures/gpu"),
+]
+
+
+@pytest.fixture(scope="module")
+def results():
+    return json.loads(RESULTS.read_text())
+
+
+def test_provenance_is_complete(results):
+    prov = results["provenance"]
+    for key in ("gpu", "driver", "cuda_runtime", "torch", "date", "command", "git_commit", "compute_capability"):
+        assert prov.get(key), f"provenance lacks {key}"
+
+
+def test_every_gpu_check_passed(results):
+    failed = {name: c.get("error") or c.get("failures") for name, c in results["checks"].items() if not c["passed"]}
+    assert not failed
+    assert {"fp4_table", "dequant", "matmul", "misaligned", "observe", "sanitizer"} <= set(results["checks"])
+
+
+def test_nvidia_fp4_conversion_equals_the_committed_byte_table():
+    gpu = tables.parse_table((DEFAULT_OUT / "nv_cvt_fp4x2_to_halfraw2.csv").read_text())
+    ours = tables.parse_table((tables.TABLE_DIR / "e2m1x2_to_float16.csv").read_text())
+    assert np.array_equal(gpu, ours)
+
+
+def test_gpu_run_covered_the_current_case_matrix(results):
+    recorded = {c["name"] for c in results["checks"]["dequant"]["cases"]}
+    assert recorded == {c.name for c in gpu_cases.dequant_cases()}
+
+
+@pytest.mark.parametrize("case", gpu_cases.dequant_cases(), ids=lambda c: c.name)
+def test_committed_gpu_hashes_equal_the_cpu_reference(results, case):
+    record = next(c for c in results["checks"]["dequant"]["cases"] if c["name"] == case.name)
+    assert set(record["gpu"]) == set(case.paths()), "every admitted kernel must have run"
+    packed, scales, g = gpu_cases.operands(case)
+    cpu_hash = tensor_sha256(reference.dequantize(packed, scales, g, case.block_size, case.dtype))
+    assert record["cpu_reference"] == cpu_hash
+    for path, gpu_hash in record["gpu"].items():
+        assert gpu_hash == cpu_hash, f"{path} on the GPU differs from the CPU reference"
+
+
+def test_observed_kernels_matched_every_path(results):
+    rows = results["checks"]["observe"]["rows"]
+    seen = {p for r in rows for p in r["paths"]}
+    assert {"gemv", "prefill_vec8", "prefill_scalar"} <= seen
+    assert all(not r["problems"] for r in rows)
