@@ -4,3 +4,8 @@ It listens to the dispatcher (the arrow goes harness -> kernels, never back), at
 dispatch events to tests, verifies outputs bit for bit, computes path coverage, and times
 kernels beside the copy-bandwidth ceiling.
 """
+
+from harness.coverage import CoverageData, Requirement
+from harness.recorder import Recorded, Recorder, recording
+
+__all__ = ["CoverageData", "Recorded", "Recorder", "Requirement", "recording"]

@@ -1,0 +1,139 @@
+"""The recorder: a dispatch listener that files every event under the test that caused it.
+
+:mod:`kernels.dispatch` announces a :class:`~kernels.DispatchEvent` per call and knows nothing
+of tests. A :class:`Recorder` registered as a listener pairs each event with the *current test*
+(a pytest node id set by the plugin, or a label you choose) and keeps a running
+:class:`~harness.coverage.CoverageData`, so path coverage is available at any moment without
+storing every event.
+
+The current test is one value per recorder rather than per thread on purpose: a test that
+spawns threads (a data loader, a thread pool around the operator) still owns their calls.
+Only one thread, the one driving the tests, should change it. Appends are serialised by a
+lock, so listeners called from many threads at once lose nothing.
+
+Outside pytest use :func:`recording`::
+
+    with harness.recording("smoke") as rec:
+        kernels.nvfp4_matmul(a, b, scale, g)
+    rec.events            # [Recorded(event=DispatchEvent(...), test='smoke')]
+    rec.coverage()        # CoverageData of the block
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from harness.coverage import CoverageData
+from kernels.dispatch import DispatchEvent, add_listener, remove_listener
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One event and the test it is attributed to (None: outside any test)."""
+
+    event: DispatchEvent
+    test: str | None
+
+
+class Recorder:
+    """A thread-safe dispatch listener; call :meth:`start` to listen, :meth:`stop` to stop.
+
+    ``label`` is the attribution used outside :meth:`attribute` blocks (None by default).
+    ``keep_events=False`` keeps only the aggregated coverage, for long sessions (the pytest
+    plugin) where holding every event would cost memory for nothing.
+    """
+
+    def __init__(self, label: str | None = None, *, keep_events: bool = True) -> None:
+        self._lock = threading.Lock()
+        self._current: str | None = label
+        self._keep = keep_events
+        self._events: list[Recorded] = []
+        self._data = CoverageData()
+        self._listening = False
+
+    def __call__(self, event: DispatchEvent) -> None:
+        test = self._current
+        with self._lock:
+            self._data.add(event, test)
+            if self._keep:
+                self._events.append(Recorded(event, test))
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> Recorder:
+        """Register with the dispatcher (idempotent); returns the recorder."""
+        with self._lock:
+            if self._listening:
+                return self
+            self._listening = True
+        add_listener(self)
+        return self
+
+    def stop(self) -> None:
+        """Unregister; what was recorded stays available."""
+        with self._lock:
+            self._listening = False
+        remove_listener(self)
+
+    @property
+    def listening(self) -> bool:
+        return self._listening
+
+    # --- attribution ----------------------------------------------------------------------
+
+    @property
+    def current_test(self) -> str | None:
+        return self._current
+
+    @contextmanager
+    def attribute(self, test: str | None) -> Iterator[None]:
+        """Attribute events inside the block to ``test`` (None: to no test); nests, restores."""
+        previous = self._current
+        self._current = test
+        try:
+            yield
+        finally:
+            self._current = previous
+
+    # --- results --------------------------------------------------------------------------
+
+    @property
+    def events(self) -> list[Recorded]:
+        """A snapshot of the recorded events, in arrival order (empty with keep_events=False)."""
+        with self._lock:
+            return list(self._events)
+
+    def events_for(self, test: str | None) -> list[DispatchEvent]:
+        """The events attributed to ``test``."""
+        return [r.event for r in self.events if r.test == test]
+
+    def coverage(self) -> CoverageData:
+        """A snapshot of the coverage of everything recorded so far."""
+        with self._lock:
+            return self._data.copy()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._events.clear()
+            self._data = CoverageData()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._data.events
+
+
+@contextmanager
+def recording(label: str | None = None) -> Iterator[Recorder]:
+    """Record every dispatch inside the block, attributed to ``label``.
+
+    Yields a started :class:`Recorder`; it stops listening when the block ends, and its
+    ``events`` and ``coverage()`` remain readable afterwards.
+    """
+    recorder = Recorder(label).start()
+    try:
+        yield recorder
+    finally:
+        recorder.stop()

@@ -1,0 +1,246 @@
+"""The coverage engine: counts, reachability per device, the denominator, JSON, combining.
+
+Expected values are counted here straight from the events the tests generate, or derived from
+the declarations in :mod:`kernels.paths`, never read back from the engine under test.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import kernels
+from harness.coverage import (
+    EXAMPLES_PER_SIDE,
+    SCHEMA_VERSION,
+    CoverageData,
+    CoverageFileError,
+    Requirement,
+    UnknownPathError,
+)
+from harness.recorder import recording
+from kernels import nvfp4
+from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+
+CPU = DeviceCaps.cpu()
+SM120 = DeviceCaps.simulated_gpu(12, 0)
+
+
+def event_for(m: int | None, k: int, block_size: int = 16, *, n: int = 32, caps: DeviceCaps = CPU,
+              aligned: bool = True, op: str = "matmul", policy: Policy | None = None) -> kernels.DispatchEvent:
+    """A DispatchEvent built by hand from kernels.paths' own selection, for any device."""
+    backend = "cpu" if caps.sm is None else "cuda"
+    problem = Problem(op, m, n, k, block_size, "bfloat16", backend, aligned, "test")
+    sel = select_path(problem, caps, policy or Policy())
+    return kernels.DispatchEvent(op=op, path=sel.path, reason=sel.reason, guards=sel.guards, m=m, n=n, k=k,
+                                 block_size=block_size, dtype="bfloat16", backend=backend, device=caps.name,
+                                 compute_capability=caps.compute_capability, forced=sel.forced, kernels=(),
+                                 shortcut=False)
+
+
+#: (m, k, block_size, aligned): every reachable path and guard side on the CPU
+FULL_CPU = [(1, 32, 16, True), (16, 64, 16, True), (1, 64, 32, True), (1, 40, 16, True),
+            (16, 36, 16, True), (16, 40, 5, True), (16, 64, 16, False)]
+#: the ONNX Runtime lesson: decode-sized cases only
+DECODE_ONLY = [(1, 32, 16, True), (4, 64, 16, True), (8, 32, 16, True)]
+
+
+def cpu_events(cases=FULL_CPU, test_prefix: str = "t") -> list[tuple[kernels.DispatchEvent, str]]:
+    return [(event_for(m, k, bs, aligned=al), f"{test_prefix}{i}") for i, (m, k, bs, al) in enumerate(cases)]
+
+
+def reachable_items(devices: list[DeviceCaps]) -> tuple[set[str], set[tuple[str, bool]]]:
+    """Reachable paths and guard sides straight from the declarations (independent of the engine)."""
+    paths = {p for p in PATH_ORDER if any(PATHS[p].unreachable_reason(d) is None for d in devices)}
+    sides = set()
+    for g in GUARDS:
+        for passed in (True, False):
+            if any(PATHS[g.path].unreachable_reason(d) is None and g.side_unreachable(passed, d) is None
+                   for d in devices):
+                sides.add((g.name, passed))
+    return paths, sides
+
+
+def test_counts_match_an_independent_tally():
+    pairs = cpu_events() + [(event_for(1, 32), None), (event_for(16, 64), "t1")]
+    data = CoverageData.from_events(pairs)
+    paths = Counter(e.path for e, _ in pairs)
+    sides = Counter((o.name, o.passed) for e, _ in pairs for o in e.guards)
+    for name in PATH_ORDER:
+        tally = data.paths[name]
+        assert tally.hits == paths[name]
+        assert dict(tally.tests) == dict(Counter(t for e, t in pairs if e.path == name and t))
+        assert tally.unattributed == sum(1 for e, t in pairs if e.path == name and t is None)
+    for g in GUARDS:
+        for passed in (True, False):
+            assert data.guards[g.name][passed].count == sides[(g.name, passed)]
+    assert data.events == len(pairs)
+    assert [(d.name, d.events) for d in data.devices.values()] == [("cpu", len(pairs))]
+
+
+def test_cpu_run_judges_native_fp4_unreachable_and_uses_the_documented_denominator():
+    analysis = CoverageData.from_events(cpu_events()).analyze()
+    native = analysis.path("native_fp4")
+    assert not native.reachable
+    assert native.reason == PATHS["native_fp4"].unreachable_reason(CPU)
+    for side in analysis.sides_of("native_fp4"):
+        assert not side.required and side.reason == native.reason
+    paths, sides = reachable_items([CPU])
+    assert analysis.total == len(paths) + len(sides)
+    assert {p.name for p in analysis.paths if p.reachable} == paths
+    assert analysis.covered == analysis.total
+    assert analysis.percent == 100.0
+    assert analysis.failures(Requirement(all_reachable=True)) == []
+
+
+def test_a_decode_only_run_misses_both_prefill_paths():
+    pairs = cpu_events(DECODE_ONLY)
+    analysis = CoverageData.from_events(pairs).analyze()
+    assert [p.name for p in analysis.missed_paths] == ["prefill_vec8", "prefill_scalar"]
+    seen = {(o.name, o.passed) for e, _ in pairs for o in e.guards}
+    paths, sides = reachable_items([CPU])
+    hit_paths = {e.path for e, _ in pairs} & paths
+    assert {(s.guard, s.passed) for s in analysis.missed_sides} == sides - seen
+    assert analysis.covered == len(hit_paths) + len(sides & seen)
+    assert analysis.percent == pytest.approx(100 * analysis.covered / (len(paths) + len(sides)))
+    failures = analysis.failures(Requirement(all_reachable=True))
+    assert any("prefill_vec8" in f and "never taken" in f for f in failures)
+    assert any("prefill_scalar" in f and "never taken" in f for f in failures)
+    for name, passed in sides - seen:
+        assert any(f"{name} == {passed}" in f for f in failures)
+    # naming only the path that was taken is satisfied, guard sides are not asked for
+    assert analysis.failures(Requirement(paths=("gemv",))) == []
+    assert len(analysis.failures(Requirement(paths=("gemv", "prefill_scalar")))) == 1
+
+
+def test_fail_under_is_strictly_below_the_percentage():
+    analysis = CoverageData.from_events(cpu_events(DECODE_ONLY)).analyze()
+    pct = 100 * analysis.covered / analysis.total
+    assert analysis.failures(fail_under=pct) == []
+    assert analysis.failures(fail_under=pct - 0.5) == []
+    [message] = analysis.failures(fail_under=pct + 0.5)
+    assert f"{pct:.1f}%" in message and "under the required" in message
+
+
+def test_requiring_a_path_no_device_can_take_names_the_reason():
+    analysis = CoverageData.from_events(cpu_events()).analyze()
+    [message] = analysis.failures(Requirement(paths=("native_fp4",)))
+    assert "native_fp4" in message and PATHS["native_fp4"].unreachable_reason(CPU) in message
+
+
+def test_no_events_is_judged_on_the_cpu_with_nothing_reached():
+    analysis = CoverageData().analyze()
+    paths, sides = reachable_items([CPU])
+    assert analysis.devices == (CPU,)
+    assert (analysis.covered, analysis.total) == (0, len(paths) + len(sides))
+
+
+def test_shortcuts_are_counted_apart_from_paths():
+    rng = np.random.default_rng(0)
+    b, s, g = nvfp4.quantize(rng.standard_normal((32, 32)).astype(np.float32), 16)
+    with recording("t") as rec:
+        kernels.nvfp4_matmul(np.zeros((0, 32), np.float16), b, s, g)
+        kernels.nvfp4_matmul(np.zeros((1, 0), np.float16), b[:, :0], s[:, :0], g)
+        kernels.nvfp4_matmul(np.zeros((0, 32), np.float16), b, s, g)
+    kinds = Counter(r.event.path for r in rec.events)
+    data = rec.coverage()
+    assert dict(data.shortcuts) == dict(kinds)
+    assert all(t.hits == 0 for t in data.paths.values())
+    assert data.events == len(rec.events)
+    assert data.analyze().covered == 0
+
+
+def test_examples_are_the_smallest_test_ids_whatever_the_order():
+    pairs = [(event_for(16, 64), f"test_{i:02d}") for i in range(10)]
+    shuffled = pairs[:]
+    random.Random(4).shuffle(shuffled)
+    a, b = CoverageData.from_events(pairs), CoverageData.from_events(shuffled)
+    assert a == b
+    expected = sorted(t for _, t in pairs)[:EXAMPLES_PER_SIDE]
+    assert a.guards["gemv.m_in_range"][False].examples == expected
+    assert a.guards["gemv.m_in_range"][True].examples == []
+
+
+def test_json_round_trip_through_a_file(tmp_path):
+    data = CoverageData.from_events(cpu_events() + [(event_for(1, 32), None)])
+    data.runs = [{"label": "cpu job", "events": data.events}]
+    target = tmp_path / "cov.json"
+    data.write(target)
+    doc = json.loads(target.read_text())
+    assert (doc["format"], doc["version"]) == ("nvfp4-dispatch-coverage", SCHEMA_VERSION)
+    assert doc["summary"]["missed_paths"] == []
+    assert doc["summary"]["unreachable_paths"] == {"native_fp4": PATHS["native_fp4"].unreachable_reason(CPU)}
+    back = CoverageData.read(target)
+    assert back == data
+    assert back.dumps() == data.dumps()
+
+
+def gpu_events() -> list[tuple[kernels.DispatchEvent, str]]:
+    """A hand-written run on a simulated Blackwell: native_fp4 taken, and its guards' False sides."""
+    cases = [dict(m=64, k=64), dict(m=64, k=64, n=48), dict(m=64, k=64, block_size=32),
+             dict(m=64, k=40), dict(m=64, k=64, policy=Policy(native_fp4_enabled=False)), dict(m=1, k=32)]
+    return [(event_for(caps=SM120, **c), f"gpu::case{i}") for i, c in enumerate(cases)]
+
+
+def test_combining_a_cpu_run_and_a_gpu_run_unions_reachability():
+    cpu_pairs, gpu_pairs = cpu_events(), gpu_events()
+    cpu, gpu = CoverageData.from_events(cpu_pairs), CoverageData.from_events(gpu_pairs)
+    cpu.runs, gpu.runs = [{"label": "cpu", "events": cpu.events}], [{"label": "gpu", "events": gpu.events}]
+    merged = CoverageData()
+    merged.update(cpu)
+    merged.update(gpu)
+    other_order = CoverageData()
+    other_order.update(gpu)
+    other_order.update(cpu)
+    assert CoverageData.from_dict(merged.to_dict()).paths == other_order.paths
+    paths = Counter(e.path for e, _ in cpu_pairs + gpu_pairs)
+    assert {n: t.hits for n, t in merged.paths.items()} == {n: paths[n] for n in PATH_ORDER}
+    assert [r["label"] for r in merged.runs] == ["cpu", "gpu"]
+    assert sorted(d.name for d in merged.devices.values()) == sorted([CPU.name, SM120.name])
+
+    alone = cpu.analyze()
+    both = merged.analyze()
+    assert not alone.path("native_fp4").reachable
+    assert both.path("native_fp4").reachable and both.path("native_fp4").hits == paths["native_fp4"]
+    assert both.path("native_fp4").unreachable_on == {CPU.label: PATHS["native_fp4"].unreachable_reason(CPU)}
+    exp_paths, exp_sides = reachable_items([CPU, SM120])
+    assert both.total == len(exp_paths) + len(exp_sides)
+    seen = {(o.name, o.passed) for e, _ in cpu_pairs + gpu_pairs for o in e.guards}
+    assert {(s.guard, s.passed) for s in both.missed_sides} == exp_sides - seen
+    assert both.failures(Requirement(paths=("native_fp4",))) == []
+
+
+def test_reading_rejects_foreign_and_future_documents(tmp_path):
+    good = CoverageData.from_events(cpu_events()).to_dict()
+    with pytest.raises(CoverageFileError, match="not dispatch-coverage data"):
+        CoverageData.from_dict({"meta": {}}, "x.json")
+    with pytest.raises(CoverageFileError, match="upgrade the harness"):
+        CoverageData.from_dict({**good, "version": SCHEMA_VERSION + 1})
+    renamed = json.loads(json.dumps(good))
+    renamed["paths"]["gemv_v2"] = renamed["paths"].pop("gemv")
+    with pytest.raises(CoverageFileError, match="gemv_v2"):
+        CoverageData.from_dict(renamed)
+    broken = json.loads(json.dumps(good))
+    broken["paths"]["gemv"]["hits"] = "many"
+    with pytest.raises(CoverageFileError, match="schema version"):
+        CoverageData.from_dict(broken)
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(CoverageFileError, match="bad.json"):
+        CoverageData.read(tmp_path / "bad.json")
+    with pytest.raises(CoverageFileError, match="cannot read"):
+        CoverageData.read(tmp_path / "missing.json")
+
+
+def test_requirement_parsing():
+    assert Requirement.parse(["gemv, prefill_vec8", "gemv"]) == Requirement(("gemv", "prefill_vec8"), False)
+    assert Requirement.parse(["all-reachable"]) == Requirement((), True)
+    assert not Requirement.parse([]).active
+    with pytest.raises(UnknownPathError) as info:
+        Requirement.parse(["gemv,prefill"])
+    for name in PATH_ORDER:
+        assert name in str(info.value)
+    assert "'prefill'" in str(info.value)

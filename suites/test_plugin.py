@@ -1,0 +1,189 @@
+"""The pytest plugin, driven through inner pytest sessions (pytester).
+
+Expected coverage figures are computed here from the inner suites' cases with
+``kernels.paths.select_path`` (the dispatcher's own selection), not read from the harness.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = '''
+import numpy as np
+import kernels
+from kernels import nvfp4
+
+
+def run_case(m, k, block_size=16, misaligned=False, n=32):
+    rng = np.random.default_rng(1000 * m + 10 * k + block_size)
+    b, s, g = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
+    if misaligned:  # the same bytes starting off a 4-byte boundary
+        buf = np.zeros(b.size + 4, np.uint8)
+        off = next(o for o in range(1, 4) if (buf.ctypes.data + o) % 4)
+        view = buf[off:off + b.size].reshape(b.shape)
+        view[...] = b
+        b = view
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    return kernels.nvfp4_matmul(a, b, s, g, block_size)
+'''
+
+#: (m, k, block_size, misaligned): every reachable path and guard side on the CPU
+FULL = [(1, 32, 16, False), (16, 64, 16, False), (1, 64, 32, False), (1, 40, 16, False),
+        (16, 36, 16, False), (16, 40, 5, False), (16, 64, 16, True), (3, 64, 16, False)]
+#: every case decode-sized, as in the ONNX Runtime suite that never ran its prefill kernel
+DECODE_ONLY = [(1, 32, 16, False), (4, 64, 16, False), (8, 32, 16, False), (2, 96, 16, False)]
+
+
+def suite_source(cases) -> str:
+    return f'''
+import pytest
+from conftest import run_case
+
+
+@pytest.mark.dispatch
+@pytest.mark.parametrize("m,k,block_size,misaligned", {cases!r})
+def test_case(m, k, block_size, misaligned):
+    run_case(m, k, block_size, misaligned)
+'''
+
+
+def make_suite(pytester: pytest.Pytester, cases) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=suite_source(cases))
+
+
+def expected_coverage(cases) -> tuple[int, int]:
+    """(covered, total) for a CPU run of ``cases``, from the declarations and select_path."""
+    cpu = DeviceCaps.cpu()
+    paths_taken, sides_seen = set(), set()
+    for m, k, bs, misaligned in cases:
+        sel = select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not misaligned, ""), cpu, Policy())
+        paths_taken.add(sel.path)
+        sides_seen.update((o.name, o.passed) for o in sel.guards)
+    reachable = {p for p in PATH_ORDER if PATHS[p].unreachable_reason(cpu) is None}
+    sides = {(g.name, s) for g in GUARDS if g.path in reachable for s in (True, False)
+             if g.side_unreachable(s, cpu) is None}
+    return len(paths_taken & reachable) + len(sides_seen & sides), len(reachable) + len(sides)
+
+
+def test_decode_only_suite_fails_all_reachable_naming_the_prefill_paths(pytester):
+    make_suite(pytester, DECODE_ONLY)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-require=all-reachable")
+    result.assert_outcomes(passed=len(DECODE_ONLY))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*dispatch coverage FAILED*",
+        "FAIL: required path prefill_vec8 was never taken*",
+        "FAIL: required path prefill_scalar was never taken*",
+    ])
+    for guard in PATHS["prefill_vec8"].guards:  # their False sides need a prefill-sized case too
+        result.stdout.fnmatch_lines([f"FAIL: guard side {guard.name} == False was never taken*"])
+    result.stdout.no_fnmatch_line("FAIL: required path gemv*")
+
+
+def test_full_suite_passes_and_lists_native_fp4_unreachable_with_its_reason(pytester):
+    make_suite(pytester, FULL)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "dispatch", "--dispatch-report=term",
+                                "--dispatch-require=all-reachable")
+    result.assert_outcomes(passed=len(FULL))
+    assert result.ret == pytest.ExitCode.OK
+    reason = PATHS["native_fp4"].unreachable_reason(DeviceCaps.cpu())
+    result.stdout.fnmatch_lines([f"native_fp4 * unreachable: {reason}", "TOTAL * 100.0%"])
+    result.stdout.no_fnmatch_line("*FAILED*")
+    for name in ("gemv", "prefill_vec8", "prefill_scalar"):
+        hits = sum(select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not mis, ""),
+                               DeviceCaps.cpu(), Policy()).path == name for m, k, bs, mis in FULL)
+        result.stdout.fnmatch_lines([f"{name} *{hits} *{hits}"])  # each case is its own test
+
+
+@pytest.mark.parametrize("margin, fails", [(1.0, True), (-1.0, False)])
+def test_fail_under_threshold(pytester, margin, fails):
+    make_suite(pytester, DECODE_ONLY)
+    covered, total = expected_coverage(DECODE_ONLY)
+    pct = 100 * covered / total
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--dispatch-fail-under={pct + margin:.2f}")
+    result.assert_outcomes(passed=len(DECODE_ONLY))
+    if fails:
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines([f"FAIL: dispatch coverage {pct:.1f}% ({covered}/{total} *under the required*"])
+    else:
+        assert result.ret == pytest.ExitCode.OK
+        result.stdout.no_fnmatch_line("*dispatch coverage FAILED*")
+
+
+def test_unknown_required_path_is_a_usage_error_listing_valid_names(pytester):
+    make_suite(pytester, DECODE_ONLY)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-require=gemv,prefill")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown dispatch path 'prefill'; valid names: "
+                                 "gemv, native_fp4, prefill_vec8, prefill_scalar, or all-reachable*"])
+
+
+def test_plugin_is_inert_without_options(pytester):
+    make_suite(pytester, DECODE_ONLY)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.no_fnmatch_line("*dispatch*")
+    # no report file appeared (dot-directories belong to other plugins)
+    assert {p.name for p in pytester.path.iterdir() if not p.name.startswith(".")} == {"conftest.py",
+                                                                                       "test_suite.py"}
+
+
+def test_file_reports_and_attribution_of_collection_and_fixture_calls(pytester):
+    pytester.makeconftest(CONFTEST + '''
+import pytest
+
+@pytest.fixture(scope="session")
+def warm():
+    return run_case(16, 40, 5)          # session fixture: belongs to no test
+''')
+    pytester.makepyfile(test_attr='''
+from conftest import run_case
+
+run_case(1, 32)                          # collection time: belongs to no test
+
+
+def test_one(warm):
+    run_case(16, 64)
+    run_case(16, 64)
+
+
+def test_two():
+    run_case(1, 32)
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-report=json:out/cov.json",
+                                "--dispatch-report=markdown:out/cov.md", "--dispatch-report=lcov")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["dispatch coverage json report written to out/cov.json",
+                                 "dispatch coverage lcov report written to dispatch-coverage.lcov"])
+    doc = json.loads((pytester.path / "out" / "cov.json").read_text())
+    assert doc["paths"]["gemv"] == {"hits": 2, "forced": 0, "unattributed": 1,
+                                    "tests": {"test_attr.py::test_two": 1}, "devices": {"cpu": 2}}
+    assert doc["paths"]["prefill_vec8"]["tests"] == {"test_attr.py::test_one": 2}
+    assert doc["paths"]["prefill_scalar"]["unattributed"] == 1
+    assert doc["paths"]["prefill_scalar"]["tests"] == {}
+    assert (pytester.path / "out" / "cov.md").read_text().startswith("### Dispatch path coverage")
+    assert "end_of_record" in (pytester.path / "dispatch-coverage.lcov").read_text()
+
+
+def test_xdist_workers_reach_the_controller_report(pytester):
+    make_suite(pytester, FULL + DECODE_ONLY)
+    serial = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-report=json:serial.json")
+    assert serial.ret == pytest.ExitCode.OK
+    spread = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
+                                           "--dispatch-report=json:xdist.json",
+                                           "--dispatch-report=term", "--dispatch-require=all-reachable")
+    spread.assert_outcomes(passed=len(FULL + DECODE_ONLY))
+    assert spread.ret == pytest.ExitCode.OK
+    a = json.loads((pytester.path / "serial.json").read_text())
+    b = json.loads((pytester.path / "xdist.json").read_text())
+    assert a["runs"][0]["events"] == b["runs"][0]["events"] == len(FULL + DECODE_ONLY)
+    a.pop("runs"), b.pop("runs")
+    assert a == b
+    spread.stdout.fnmatch_lines(["TOTAL * 100.0%"])

@@ -1,0 +1,142 @@
+"""The recorder attributes every dispatch event to the test (or label) that caused it."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import harness
+import kernels
+from harness.coverage import CoverageData
+from harness.recorder import Recorder, recording
+from kernels import nvfp4
+
+
+def _operands(m: int, k: int, block_size: int = 16, n: int = 32):
+    rng = np.random.default_rng(1000 * m + k)
+    b, s, g = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    return a, b, s, g
+
+
+def _call(m: int, k: int, block_size: int = 16) -> None:
+    a, b, s, g = _operands(m, k, block_size)
+    kernels.nvfp4_matmul(a, b, s, g, block_size)
+
+
+def test_events_go_to_the_current_test_and_to_none_outside():
+    recorder = Recorder().start()
+    try:
+        _call(1, 32)
+        with recorder.attribute("suite::test_a"):
+            _call(1, 32)
+            _call(16, 64)
+        _call(16, 36)
+    finally:
+        recorder.stop()
+    assert [r.test for r in recorder.events] == [None, "suite::test_a", "suite::test_a", None]
+    assert [e.path for e in recorder.events_for("suite::test_a")] == ["gemv", "prefill_vec8"]
+    assert [e.path for e in recorder.events_for(None)] == ["gemv", "prefill_scalar"]
+    assert len(recorder) == 4
+
+
+def test_attribution_nests_and_is_restored_after_an_exception():
+    recorder = Recorder(label="outer")
+    with recorder.attribute("a"):
+        with pytest.raises(RuntimeError):
+            with recorder.attribute("b"):
+                assert recorder.current_test == "b"
+                raise RuntimeError("boom")
+        assert recorder.current_test == "a"
+    assert recorder.current_test == "outer"
+
+
+def test_recording_block_labels_events_and_stops_listening_at_exit():
+    with recording("smoke") as rec:
+        assert rec.listening
+        _call(1, 32)
+    _call(1, 32)  # after the block: not recorded
+    assert not rec.listening
+    assert [(r.test, r.event.path) for r in rec.events] == [("smoke", "gemv")]
+    assert harness.recording is recording
+
+
+def test_a_stopped_recorder_hears_nothing_and_start_is_idempotent():
+    recorder = Recorder()
+    recorder.start()
+    recorder.start()  # a second start must not register twice (events would double)
+    _call(1, 32)
+    recorder.stop()
+    _call(1, 32)
+    assert len(recorder.events) == 1
+
+
+def test_coverage_snapshot_counts_what_was_recorded():
+    with recording("t") as rec:
+        for m, k in [(1, 32), (2, 32), (16, 64), (16, 36)]:
+            _call(m, k)
+    data = rec.coverage()
+    paths = [r.event.path for r in rec.events]
+    for name in kernels.PATH_ORDER:
+        assert data.paths[name].hits == paths.count(name)
+    assert data == CoverageData.from_events((r.event, r.test) for r in rec.events)
+    rec.clear()
+    assert rec.events == [] and rec.coverage().events == 0
+
+
+def test_keep_events_false_keeps_counts_only():
+    recorder = Recorder("t", keep_events=False).start()
+    try:
+        _call(1, 32)
+        _call(16, 64)
+    finally:
+        recorder.stop()
+    assert recorder.events == []
+    data = recorder.coverage()
+    assert (data.paths["gemv"].hits, data.paths["prefill_vec8"].hits) == (1, 1)
+    assert dict(data.paths["gemv"].tests) == {"t": 1}
+
+
+def test_calls_from_threads_a_test_starts_belong_to_that_test():
+    recorder = Recorder().start()
+    try:
+        with recorder.attribute("suite::test_threads"):
+            worker = threading.Thread(target=_call, args=(16, 64))
+            worker.start()
+            worker.join()
+    finally:
+        recorder.stop()
+    assert [(r.test, r.event.path) for r in recorder.events] == [("suite::test_threads", "prefill_vec8")]
+
+
+def test_concurrent_listeners_lose_no_event():
+    with recording("probe") as probe:
+        _call(16, 64)
+    event = probe.events[0].event
+    recorder = Recorder("threads")
+    threads, per_thread = 8, 400
+    barrier = threading.Barrier(threads)
+
+    def hammer() -> None:
+        barrier.wait()
+        for _ in range(per_thread):
+            recorder(event)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible to provoke races
+    try:
+        pool = [threading.Thread(target=hammer) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    data = recorder.coverage()
+    assert len(recorder.events) == threads * per_thread
+    assert data.paths["prefill_vec8"].hits == threads * per_thread
+    assert data.paths["prefill_vec8"].tests["threads"] == threads * per_thread
+    assert data.guards["gemv.m_in_range"][False].count == threads * per_thread

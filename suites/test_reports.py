@@ -1,0 +1,213 @@
+"""Report formats and the ``report`` / ``combine`` commands, checked against counts made here."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+import kernels
+from harness import combine, report
+from harness.coverage import CoverageData
+from harness.report import parse_report_spec, render_lcov, render_markdown, render_term, render_term_missing
+from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+
+CPU = DeviceCaps.cpu()
+SM120 = DeviceCaps.simulated_gpu(12, 0)
+
+
+def event_for(m, k, block_size=16, *, n=32, caps=CPU, aligned=True, op="matmul", policy=None):
+    backend = "cpu" if caps.sm is None else "cuda"
+    problem = Problem(op, m, n, k, block_size, "float16", backend, aligned, "test")
+    sel = select_path(problem, caps, policy or Policy())
+    return kernels.DispatchEvent(op=op, path=sel.path, reason=sel.reason, guards=sel.guards, m=m, n=n, k=k,
+                                 block_size=block_size, dtype="float16", backend=backend, device=caps.name,
+                                 compute_capability=caps.compute_capability, forced=sel.forced, kernels=(),
+                                 shortcut=False)
+
+
+FULL = [(1, 32, 16, True), (16, 64, 16, True), (1, 64, 32, True), (1, 40, 16, True), (16, 36, 16, True),
+        (16, 40, 5, True), (16, 64, 16, False), (2, 64, 16, True)]
+DECODE_ONLY = [(1, 32, 16, True), (4, 64, 16, True), (8, 32, 16, True)]
+
+
+def pairs_for(cases, prefix="suite::test_"):
+    return [(event_for(m, k, bs, aligned=al), f"{prefix}{i}") for i, (m, k, bs, al) in enumerate(cases)]
+
+
+def side_counts(pairs):
+    return Counter((o.name, o.passed) for e, _ in pairs for o in e.guards)
+
+
+def test_term_rows_show_hits_tests_and_guard_counts():
+    pairs = pairs_for(FULL) + [(event_for(1, 32), "suite::test_0")]  # a second hit by the same test
+    text = render_term(CoverageData.from_events(pairs))
+    sides = side_counts(pairs)
+    for name in PATH_ORDER:
+        hits = sum(e.path == name for e, _ in pairs)
+        tests = len({t for e, t in pairs if e.path == name})
+        assert re.search(rf"^{name}\s+{hits}\s+{tests}\b", text, re.M), (name, text)
+        for guard in PATHS[name].guards:
+            short = guard.name.split(".", 1)[1]
+            row = rf"^  {short}\s+{sides[(guard.name, True)]}\s+{sides[(guard.name, False)]}\s*$"
+            assert re.search(row, text, re.M), (guard.name, text)
+    reason = PATHS["native_fp4"].unreachable_reason(CPU)
+    assert re.search(rf"^native_fp4\s+0\s+0\s+unreachable: {re.escape(reason)}$", text, re.M)
+    total_tests = len({t for _, t in pairs})
+    assert re.search(rf"^TOTAL\s+{len(pairs)}\s+{total_tests}\s+100\.0%$", text, re.M)
+
+
+def test_term_names_what_a_decode_only_suite_missed():
+    pairs = pairs_for(DECODE_ONLY)
+    text = render_term(CoverageData.from_events(pairs))
+    assert re.search(r"^prefill_vec8\s+0\s+0\s+never taken$", text, re.M)
+    assert re.search(r"^prefill_scalar\s+0\s+0\s+never taken$", text, re.M)
+    seen = side_counts(pairs)
+    for guard in PATHS["prefill_vec8"].guards:
+        assert seen[(guard.name, False)] == 0
+        assert re.search(rf"^  {guard.name.split('.', 1)[1]}\s+\d+\s+0\s+False$", text, re.M)
+
+
+def test_term_missing_lists_only_what_was_not_reached():
+    pairs = pairs_for(DECODE_ONLY)
+    text = render_term_missing(CoverageData.from_events(pairs))
+    seen = side_counts(pairs)
+    missed_sides = [(g, p) for g in GUARDS if g.path in ("gemv", "prefill_vec8")
+                    for p in (True, False) if not seen[(g.name, p)]]
+    for g, passed in missed_sides:
+        assert f"MISSED guard side {g.name} == {passed}  (" in text
+        assert f"paths.py:{g.line}: {g.condition})" in text
+    assert text.count("MISSED guard side") == len(missed_sides)
+    assert "MISSED path prefill_vec8" in text and "MISSED path prefill_scalar" in text
+    assert "MISSED path gemv" not in text
+    assert f"unreachable path native_fp4: {PATHS['native_fp4'].unreachable_reason(CPU)}" in text
+    full = render_term_missing(CoverageData.from_events(pairs_for(FULL)))
+    assert "MISSED" not in full and "nothing missed" in full
+
+
+def test_markdown_table_has_a_row_per_path_and_the_total():
+    pairs = pairs_for(DECODE_ONLY)
+    md = render_markdown(CoverageData.from_events(pairs))
+    hits = Counter(e.path for e, _ in pairs)
+    for name in PATH_ORDER:
+        assert re.search(rf"^\| `{name}` \| {hits[name]} \| {len({t for e, t in pairs if e.path == name})} \|",
+                         md, re.M)
+    assert "**never taken**" in md
+    assert re.search(rf"^\| \*\*TOTAL\*\* \| {len(pairs)} \| {len(pairs)} \|", md, re.M)
+
+
+def parse_lcov(text):
+    """A small lcov reader: {line: {branch: taken}} plus the summary fields."""
+    records = [line for line in text.splitlines() if line]
+    assert records[-1] == "end_of_record"
+    fields, branches, das = {}, {}, {}
+    for line in records[:-1]:
+        key, _, value = line.partition(":")
+        if key == "BRDA":
+            ln, block, branch, taken = value.split(",")
+            branches.setdefault(int(ln), {})[(int(block), int(branch))] = None if taken == "-" else int(taken)
+        elif key == "DA":
+            ln, count = value.split(",")
+            das[int(ln)] = int(count)
+        else:
+            assert key in {"TN", "SF", "BRF", "BRH", "LF", "LH"}, line
+            fields[key] = value
+    return fields, branches, das
+
+
+def test_lcov_has_two_branches_per_guard_with_their_counts():
+    pairs = pairs_for(FULL)
+    fields, branches, das = parse_lcov(render_lcov(CoverageData.from_events(pairs)))
+    sides = side_counts(pairs)
+    assert fields["SF"].endswith("kernels/paths.py")
+    assert set(branches) == {g.line for g in GUARDS}
+    for g in GUARDS:
+        assert branches[g.line] == {(0, 0): sides[(g.name, True)], (0, 1): sides[(g.name, False)]}
+        assert das[g.line] == sides[(g.name, True)] + sides[(g.name, False)]
+    assert int(fields["BRF"]) == 2 * len(GUARDS)
+    assert int(fields["BRH"]) == sum(1 for v in sides.values() if v)
+    assert int(fields["LF"]) == len(GUARDS) and int(fields["LH"]) == len({n for n, _ in sides})
+
+
+def test_lcov_marks_guards_never_evaluated_as_not_executed():
+    # dequantize never evaluates the gemv or native_fp4 guards
+    pairs = [(event_for(None, 64, op="dequantize"), "t")]
+    fields, branches, das = parse_lcov(render_lcov(CoverageData.from_events(pairs)))
+    evaluated = {o.name for e, _ in pairs for o in e.guards}
+    for g in GUARDS:
+        if g.name in evaluated:
+            assert None not in branches[g.line].values()
+        else:
+            assert branches[g.line] == {(0, 0): None, (0, 1): None} and das[g.line] == 0
+    assert int(fields["BRH"]) == len(evaluated)  # every evaluated guard held: one side each
+
+
+def test_report_spec_parsing():
+    assert parse_report_spec("term") == ("term", None)
+    assert parse_report_spec("json") == ("json", "dispatch-coverage.json")
+    assert parse_report_spec("lcov:out/cov.info") == ("lcov", "out/cov.info")
+    with pytest.raises(ValueError, match="valid types: term, term-missing, json, markdown, lcov"):
+        parse_report_spec("xml:cov.xml")
+    with pytest.raises(ValueError, match="empty destination"):
+        parse_report_spec("json:")
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    data.write(path)
+    return str(path)
+
+
+def test_report_command_checks_requirements(tmp_path, capsys):
+    decode = write(tmp_path, "decode.json", CoverageData.from_events(pairs_for(DECODE_ONLY)))
+    full = write(tmp_path, "full.json", CoverageData.from_events(pairs_for(FULL)))
+    assert report.main([full, "--require", "all-reachable", "--fail-under", "100"]) == 0
+    assert "TOTAL" in capsys.readouterr().out
+    assert report.main([decode, "--require", "all-reachable"]) == 1
+    err = capsys.readouterr().err
+    assert "FAIL: required path prefill_vec8" in err and "FAIL: required path prefill_scalar" in err
+    assert report.main([decode, "--require", "gemv"]) == 0
+    capsys.readouterr()
+    assert report.main([decode, "--require", "gemv,decode"]) == 2
+    assert "valid names: gemv, native_fp4, prefill_vec8, prefill_scalar" in capsys.readouterr().err
+    assert report.main([str(tmp_path / "none.json")]) == 2
+    out = tmp_path / "cov.lcov"
+    assert report.main([decode, "--format", "lcov", "-o", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    assert out.read_text() == render_lcov(CoverageData.read(decode))
+
+
+def test_report_command_fail_under(tmp_path, capsys):
+    pairs = pairs_for(DECODE_ONLY)
+    path = write(tmp_path, "decode.json", CoverageData.from_events(pairs))
+    analysis = CoverageData.from_events(pairs).analyze()
+    pct = 100 * analysis.covered / analysis.total
+    assert report.main([path, "--fail-under", f"{pct - 1:.2f}"]) == 0
+    assert report.main([path, "--fail-under", f"{pct + 1:.2f}"]) == 1
+    assert "under the required" in capsys.readouterr().err
+
+
+def test_combine_command_merges_a_cpu_and_a_gpu_file(tmp_path, capsys):
+    cpu_pairs = pairs_for(FULL, "cpu::t")
+    gpu_pairs = [(event_for(64, 64, caps=SM120), "gpu::native"),
+                 (event_for(64, 64, n=48, caps=SM120), "gpu::n48")]
+    a = write(tmp_path, "cpu.json", CoverageData.from_events(cpu_pairs))
+    b = write(tmp_path, "gpu.json", CoverageData.from_events(gpu_pairs))
+    merged_path = tmp_path / "merged.json"
+    assert combine.main([a, b, "-o", str(merged_path)]) == 0
+    assert "combined 2 files" in capsys.readouterr().out
+    doc = json.loads(merged_path.read_text())
+    hits = Counter(e.path for e, _ in cpu_pairs + gpu_pairs)
+    assert {n: p["hits"] for n, p in doc["paths"].items()} == {n: hits[n] for n in PATH_ORDER}
+    assert doc["paths"]["native_fp4"]["tests"] == {"gpu::native": 1}
+    assert "native_fp4" not in doc["summary"]["unreachable_paths"]
+    assert sorted(d["name"] for d in doc["devices"]) == sorted([CPU.name, SM120.name])
+    assert report.main([str(merged_path), "--require", "native_fp4,prefill_vec8"]) == 0
+    cpu_only = tmp_path / "cpu-only.json"
+    assert combine.main([a, "-o", str(cpu_only)]) == 0
+    assert report.main([str(cpu_only), "--require", "native_fp4"]) == 1
+    (tmp_path / "junk.json").write_text('{"format": "something-else"}')
+    assert combine.main([a, str(tmp_path / "junk.json"), "-o", str(tmp_path / "x.json")]) == 2
+    assert "junk.json" in capsys.readouterr().err
