@@ -1,0 +1,992 @@
+"""``python -m harness bench``: time the NVFP4 kernels beside the copy ceiling on a CUDA GPU.
+
+Why it is built this way:
+
+* Every row is timed with CUDA events around the kernel region only. Before each repetition a
+  256 MB buffer is written, which evicts the L2 (50 MB on an H200), so every repetition reads its
+  operands from HBM as a layer of a real model does. The median of many repetitions is the
+  figure; p10 and p90 show the spread.
+* Every row gets a device-to-device copy of the same byte count, timed in the same run right
+  after it: the ceiling is measured, not taken from a datasheet, and a ratio inside one run does
+  not drift with clocks and drivers between runs.
+* Every kernel's output is checked once before it is timed (bitwise for dequantization, against
+  a float64 reference with a tolerance for matmuls), so a wrong but fast kernel cannot report a
+  time. A row that fails its check is listed under ``failures`` and the command exits 1.
+* Bytes are the minimum a kernel must move (each input read once, each output written once);
+  see :func:`kernel_bytes`.
+
+The pure parts (byte counts, statistics, the crossover, the replay arithmetic, the naive LUT
+dequant) need no GPU and are tested on the CPU (``suites/test_bench_unit.py``). The GPU runner
+imports torch and :mod:`kernels.cuda_backend` only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
+DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
+
+KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "cublas_bf16", "prefill",
+           "copy")
+DTYPES = ("bfloat16", "float16")
+#: ``--only`` sections, in the order they run; ``compile`` runs last because its warm-up is the
+#: slowest and least important part, so a time budget cuts it first.
+SECTIONS = ("dequant", "gemv", "prefill", "sweep", "replay", "compile")
+DTYPE = "bfloat16"
+BLOCK_SIZE = 16
+
+SEED_SHAPES: tuple[tuple[int, int], ...] = ((4096, 4096), (6144, 2048), (2048, 6144))
+LARGE_SHAPES: tuple[tuple[int, int], ...] = ((17408, 5120), (5120, 17408))
+LM_HEAD: tuple[int, int] = (248320, 2048)
+SHAPES: tuple[tuple[int, int], ...] = SEED_SHAPES + LARGE_SHAPES + (LM_HEAD,)
+SEED_M = 1024
+GEMV_SECTION_M = (1, 8)
+SWEEP_SHAPE: tuple[int, int] = (17408, 5120)
+#: every M the GEMV supports (so the crossover is exact inside its range), then powers of two
+SWEEP_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+#: the largest M the GEMV kernel accepts (cuda_backend.gemv: 1 <= M <= 8)
+GEMV_KERNEL_MAX_M = 8
+REPLAY_TOKENS = 8192
+
+QUICK_SHAPES: tuple[tuple[int, int], ...] = ((4096, 4096), (17408, 5120))
+QUICK_SWEEP_M: tuple[int, ...] = (1, 2, 4, 8, 16, 64, 1024)
+QUICK_REPS = 20
+
+DEFAULT_REPS = 100
+DEFAULT_WARMUP = 5
+FLUSH_BYTES = 256 << 20
+DEFAULT_BUDGET_S = 330.0
+#: ||out - ref|| / ||ref|| against float64 for bf16 outputs (METHOD.md: bf16 lands 1e-3..1e-2)
+MATMUL_TOLERANCE = 1e-2
+#: rows of A checked against float64 for the large matmuls (the full output is NaN-checked)
+CHECK_ROWS = 64
+
+#: Random operands: E4M3 scale bytes 0x28..0x48 (0.25 .. 3.0, positive, no NaN, no subnormal)
+#: times a global scale like a real checkpoint's amax / (448 * 6). Never zeros (METHOD.md).
+SCALE_BYTE_RANGE = (0x28, 0x48)
+GLOBAL_SCALE = 0.0123
+
+#: Earlier measurements to compare with (DESIGN.md section 5), keyed (kernel, M, N, K);
+#: M is None for dequantization. Values: (microseconds, what it is).
+ANCHORS: dict[tuple[str, int | None, int, int], tuple[float, str]] = {
+    ("dequant_vec8", None, 4096, 4096): (15.2, "ONNX Runtime 1.31.1 vec8"),
+    ("dequant_vec8", None, 6144, 2048): (11.9, "ONNX Runtime 1.31.1 vec8"),
+    ("dequant_vec8", None, 2048, 6144): (11.6, "ONNX Runtime 1.31.1 vec8"),
+    ("dequant_scalar", None, 4096, 4096): (61.2, "ONNX Runtime 1.31.1 scalar (odd block size)"),
+    ("gemv", 1, 4096, 4096): (5.9, "ONNX Runtime 1.31.1 GEMV"),
+    ("gemv", 1, 17408, 5120): (29.4, "ONNX Runtime 1.31.1 GEMV"),
+    ("prefill", 64, 17408, 5120): (128.5, "ONNX Runtime 1.31.1 dequant + cuBLAS (75.1 + 53.4)"),
+    ("cublas_bf16", 64, 17408, 5120): (59.3, "torch cuBLAS bf16, earlier run"),
+    ("cublas_bf16", 1024, 17408, 5120): (261.8, "torch cuBLAS bf16, earlier run"),
+    ("torch_compile_dequant", None, 4096, 4096): (32.6, "torch.compile naive LUT, earlier run"),
+}
+#: ONNX Runtime's dequant share of prefill GPU time before its fix (DESIGN.md, the issue).
+ORT_DEQUANT_SHARE = 0.469
+
+
+class VerificationError(AssertionError):
+    """A kernel's output did not match its reference: the row is not timed."""
+
+
+class BudgetExceeded(RuntimeError):
+    """The run is past its time budget: the remaining rows are skipped."""
+
+
+# --- bytes and FLOPs ----------------------------------------------------------------------------
+
+
+def dtype_size(dtype: str) -> int:
+    """Bytes per element of an output dtype ("bfloat16" or "float16")."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    return 2
+
+
+def scale_bytes(n: int, k: int, block_size: int) -> int:
+    """One E4M3 byte per block: N * ceil(K / block_size) (a partial last block has a scale too)."""
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    return n * -(-k // block_size)
+
+
+def dequant_bytes(n: int, k: int, block_size: int, dtype: str = DTYPE) -> int:
+    """Dequantization reads 0.5 B of packed codes and 1/block_size B of scale per element and
+    writes one fp16/bf16 element: N*K/2 + N*ceil(K/bs) + 2*N*K."""
+    return n * k // 2 + scale_bytes(n, k, block_size) + n * k * dtype_size(dtype)
+
+
+def gemv_bytes(m: int, n: int, k: int, dtype: str = DTYPE) -> int:
+    """The GEMV reads the packed weights once (0.5625 B per weight at block size 16), reads the
+    activations [M, K] and writes the output [M, N]."""
+    return n * k // 2 + scale_bytes(n, k, BLOCK_SIZE) + (m * k + m * n) * dtype_size(dtype)
+
+
+def gemm_bytes(m: int, n: int, k: int, dtype: str = DTYPE) -> int:
+    """cuBLAS on pre-dequantized weights: A [M, K] + W [N, K] read, Y [M, N] written."""
+    return (m * k + n * k + m * n) * dtype_size(dtype)
+
+
+def prefill_bytes(m: int, n: int, k: int, block_size: int, dtype: str = DTYPE) -> int:
+    """Prefill is two steps, each at its own minimum: dequantize to scratch, then cuBLAS on it."""
+    return dequant_bytes(n, k, block_size, dtype) + gemm_bytes(m, n, k, dtype)
+
+
+def copy_bytes(nbytes: int) -> int:
+    """A copy of nbytes // 2 bytes moves this many (read + written)."""
+    return 2 * (nbytes // 2)
+
+
+def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dtype: str = DTYPE,
+                 copy_of: str | None = None) -> int:
+    """The minimum bytes a row's kernel moves; a ``copy`` row moves those of ``copy_of``."""
+    if kernel == "copy":
+        if copy_of is None or copy_of == "copy":
+            raise ValueError("a copy row needs copy_of, the kernel whose bytes it copies")
+        return copy_bytes(kernel_bytes(copy_of, m, n, k, block_size, dtype))
+    if kernel in ("dequant_scalar", "dequant_vec8", "torch_compile_dequant"):
+        return dequant_bytes(n, k, block_size, dtype)
+    if m is None:
+        raise ValueError(f"kernel {kernel!r} needs M")
+    if kernel == "gemv":
+        return gemv_bytes(m, n, k, dtype)
+    if kernel == "cublas_bf16":
+        return gemm_bytes(m, n, k, dtype)
+    if kernel == "prefill":
+        return prefill_bytes(m, n, k, block_size, dtype)
+    raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+
+
+def kernel_flops(kernel: str, m: int | None, n: int, k: int) -> int:
+    """Multiply-adds counted as 2 FLOPs; 0 for kernels that do no matmul."""
+    return 2 * m * n * k if kernel in ("gemv", "cublas_bf16", "prefill") and m else 0
+
+
+# --- statistics ---------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation between closest ranks."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be in [0, 100], got {q}")
+    ordered = sorted(float(v) for v in values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (the 50th percentile)."""
+    return percentile(values, 50.0)
+
+
+def summarize(times_us: Sequence[float]) -> dict[str, float]:
+    """Median, p10, p90 and min of per-repetition times."""
+    return {"median_us": median(times_us), "p10_us": percentile(times_us, 10),
+            "p90_us": percentile(times_us, 90), "min_us": min(times_us)}
+
+
+def tb_per_s(nbytes: int, us: float) -> float:
+    """Achieved bandwidth in TB/s (10^12 bytes per second)."""
+    return nbytes / us / 1e6
+
+
+def fraction_of_copy(row: dict[str, Any]) -> float:
+    """Achieved bandwidth over the same-run copy of the same bytes (= copy time / kernel time)."""
+    return row["copy_us"] / row["median_us"]
+
+
+# --- rows ---------------------------------------------------------------------------------------
+
+
+def make_row(kernel: str, section: str, m: int | None, n: int, k: int, block_size: int, dtype: str,
+             stats: dict[str, float], copy_us: float, reps: int, **extra: Any) -> dict[str, Any]:
+    """One result row; ``bytes`` and ``flops`` are computed here, never passed in."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if section not in SECTIONS:
+        raise ValueError(f"section must be one of {SECTIONS}, got {section!r}")
+    row: dict[str, Any] = {
+        "kernel": kernel, "section": section, "M": m, "N": n, "K": k, "block_size": block_size,
+        "dtype": dtype, "median_us": round(stats["median_us"], 4),
+        "bytes": kernel_bytes(kernel, m, n, k, block_size, dtype, extra.get("copy_of")),
+        "copy_us": round(copy_us, 4),
+        "p10_us": round(stats["p10_us"], 4), "p90_us": round(stats["p90_us"], 4),
+        "min_us": round(stats["min_us"], 4), "reps": reps,
+    }
+    flops = kernel_flops(kernel, m, n, k)
+    if flops:
+        row["flops"] = flops
+    row.update(extra)
+    return row
+
+
+def find_row(rows: Iterable[dict[str, Any]], kernel: str, n: int, k: int, m: Any = "any",
+             section: str | None = None) -> dict[str, Any] | None:
+    """The first row of ``kernel`` on N x K (and M, unless "any"), preferring ``section``."""
+    matches = [r for r in rows if r["kernel"] == kernel and r["N"] == n and r["K"] == k
+               and (m == "any" or r["M"] == m)]
+    preferred = [r for r in matches if section is None or r.get("section") == section]
+    return (preferred or matches or [None])[0]
+
+
+def anchor_for(row: dict[str, Any]) -> tuple[float, str] | None:
+    """The earlier measurement of the same kernel and shape (DESIGN.md section 5), if any."""
+    return ANCHORS.get((row["kernel"], row["M"], row["N"], row["K"]))
+
+
+def speedup_vs_scalar(row: dict[str, Any], rows: Sequence[dict[str, Any]]) -> float | None:
+    """scalar time / this time for a dequantization row of the same shape and block size."""
+    if row["kernel"] not in ("dequant_vec8", "torch_compile_dequant"):
+        return None
+    scalar = next((r for r in rows if r["kernel"] == "dequant_scalar" and r["N"] == row["N"]
+                   and r["K"] == row["K"] and r["block_size"] == row["block_size"]), None)
+    return scalar["median_us"] / row["median_us"] if scalar else None
+
+
+# --- the crossover and the replay -------------------------------------------------------------
+
+
+def crossover(rows: Sequence[dict[str, Any]], n: int, k: int, current_max_m: int,
+              kernel_max_m: int = GEMV_KERNEL_MAX_M) -> dict[str, Any]:
+    """Where prefill (dequant + cuBLAS) starts beating the GEMV on N x K.
+
+    The recommended ``gemv_max_m`` is the largest measured M such that the GEMV is faster at
+    that M and at every smaller measured M (0: never take the GEMV). When the GEMV wins at every
+    M it supports, the recommendation is its kernel limit and the crossover lies above it.
+    """
+    gemv = {r["M"]: r["median_us"] for r in rows
+            if r["kernel"] == "gemv" and (r["N"], r["K"]) == (n, k) and r.get("section") == "sweep"}
+    prefill = {r["M"]: r["median_us"] for r in rows
+               if r["kernel"] == "prefill" and (r["N"], r["K"]) == (n, k) and r.get("section") == "sweep"}
+    both = sorted(set(gemv) & set(prefill))
+    points = [{"M": m, "gemv_us": gemv[m], "prefill_us": prefill[m], "gemv_faster": gemv[m] < prefill[m]}
+              for m in both]
+    recommended, first_prefill = 0, None
+    for point in points:
+        if point["gemv_faster"] and first_prefill is None:
+            recommended = point["M"]
+        elif not point["gemv_faster"] and first_prefill is None:
+            first_prefill = point["M"]
+    recommended = min(recommended, kernel_max_m)
+    if not points:
+        summary = f"no GEMV/prefill pair measured on {n} x {k}"
+    elif first_prefill is None:
+        summary = (f"the GEMV is faster than prefill at every measured M up to {both[-1]} (its kernel "
+                   f"takes M <= {kernel_max_m}): the crossover lies above M = {both[-1]}")
+    elif recommended == 0:
+        summary = f"prefill is already faster at M = {first_prefill}: the GEMV should not be taken"
+    else:
+        summary = (f"the GEMV is faster up to M = {recommended}, prefill from M = {first_prefill}: "
+                   f"the crossover lies between them")
+    return {"N": n, "K": k, "points": points, "gemv_max_m_recommended": recommended,
+            "first_m_prefill_faster": first_prefill, "current_policy_gemv_max_m": current_max_m,
+            "summary": summary}
+
+
+def load_layers(path: str | os.PathLike[str] = DEFAULT_LAYERS) -> dict[str, Any]:
+    """Read and check the model-layer list (``{"layers": [{name, N, K, count}], ...}``)."""
+    with open(path, encoding="utf-8") as fh:
+        model = json.load(fh)
+    layers = model.get("layers") if isinstance(model, dict) else None
+    if not isinstance(layers, list) or not layers:
+        raise ValueError(f"{path}: expected an object with a non-empty 'layers' list")
+    for i, layer in enumerate(layers):
+        for key in ("name", "N", "K", "count"):
+            if key not in layer:
+                raise ValueError(f"{path}: layers[{i}] lacks {key!r}")
+        if not all(isinstance(layer[key], int) and layer[key] > 0 for key in ("N", "K", "count")):
+            raise ValueError(f"{path}: layers[{i}] needs positive integer N, K and count")
+    return model
+
+
+def distinct_shapes(layers: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Group layers by (N, K): each distinct shape is timed once and weighted by its count."""
+    shapes: dict[tuple[int, int], dict[str, Any]] = {}
+    for layer in layers:
+        entry = shapes.setdefault((layer["N"], layer["K"]), {"N": layer["N"], "K": layer["K"],
+                                                             "count": 0, "names": []})
+        entry["count"] += layer["count"]
+        entry["names"].append(layer["name"])
+    return list(shapes.values())
+
+
+def replay_summary(model: dict[str, Any], rows: Sequence[dict[str, Any]], tokens: int) -> dict[str, Any]:
+    """Model prefill time split into dequantization and GEMM, from the replay section's rows."""
+    per_shape, missing = [], []
+    totals = {"dequant_us": 0.0, "gemm_us": 0.0, "prefill_us": 0.0}
+    for shape in distinct_shapes(model["layers"]):
+        n, k, count = shape["N"], shape["K"], shape["count"]
+        found = {kernel: find_row([r for r in rows if r.get("section") == "replay"], kernel, n, k, m)
+                 for kernel, m in (("dequant_vec8", "any"), ("cublas_bf16", tokens), ("prefill", tokens))}
+        if any(row is None for row in found.values()):
+            missing.append(f"{n}x{k}")
+            continue
+        entry = {"N": n, "K": k, "count": count, "names": shape["names"],
+                 "dequant_us": found["dequant_vec8"]["median_us"],
+                 "gemm_us": found["cublas_bf16"]["median_us"], "prefill_us": found["prefill"]["median_us"]}
+        per_shape.append(entry)
+        for key in totals:
+            totals[key] += count * entry[key]
+    nodes = sum(layer["count"] for layer in model["layers"])
+    weights = sum(layer["N"] * layer["K"] * layer["count"] for layer in model["layers"])
+    busy = totals["dequant_us"] + totals["gemm_us"]
+    return {"model": model.get("model", "unnamed"), "tokens": tokens, "nodes": nodes, "weights": weights,
+            "per_shape": per_shape, "missing_shapes": missing,
+            "dequant_total_us": round(totals["dequant_us"], 3), "gemm_total_us": round(totals["gemm_us"], 3),
+            "prefill_total_us": round(totals["prefill_us"], 3),
+            "dequant_share": (totals["dequant_us"] / busy) if busy and not missing else None,
+            "ort_dequant_share": ORT_DEQUANT_SHARE,
+            "method": "each distinct (N, K) is timed once (dequant vec8, cuBLAS bf16 and prefill at "
+                      f"M = {tokens}) and multiplied by its node count"}
+
+
+# --- naming -------------------------------------------------------------------------------------
+
+
+def slugify(text: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200' (lower case, runs of other characters become one dash)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug or "unknown-gpu"
+
+
+def results_path(out_dir: str | os.PathLike[str], gpu: str, date: str) -> Path:
+    """``<out>/<gpu slug>-<YYYY-MM-DD>.json``."""
+    return Path(out_dir) / f"{slugify(gpu)}-{date}.json"
+
+
+# --- the naive dequant users write instead --------------------------------------------------------
+
+
+def naive_lut_dequant(packed: Any, scales: Any, g: Any, lut: Any, block_size: int, dtype: Any) -> Any:
+    """The dequantization a user writes in plain torch: unpack nibbles, index a 16-entry E2M1
+    table, multiply by the per-block scale (E4M3 times g) repeated over its block, cast.
+
+    It follows the contract's multiply order, e2m1 * (e4m3 * g), so its bits equal the kernels'
+    for every non-NaN scale; it is the torch.compile baseline and, run eagerly in row chunks,
+    the full-tensor golden the GPU kernels are compared with.
+    """
+    import torch
+
+    n, k = packed.shape[0], packed.shape[1] * 2
+    codes = torch.stack((packed & 0x0F, packed >> 4), dim=-1).reshape(n, k)
+    values = lut[codes.long()]
+    block_scale = scales.view(torch.float8_e4m3fn).float() * g
+    per_element = block_scale.repeat_interleave(block_size, dim=1)[:, :k]
+    return (values * per_element).to(dtype)
+
+
+# --- the GPU runner -------------------------------------------------------------------------------
+
+
+@dataclass
+class Operands:
+    """Random NVFP4 weights of one shape on the GPU and their verified dequantization ``w``."""
+
+    n: int
+    k: int
+    block_size: int
+    packed: Any
+    scales: Any
+    g: Any
+    w: Any
+
+
+class Runner:
+    """Verifies, times and records rows; keeps the same-run copy time of every byte count."""
+
+    def __init__(self, torch: Any, backend: Any | None, reps: int, warmup: int, budget_s: float,
+                 started: float, device: str = "cuda", compile_backend: str = "inductor",
+                 flush_bytes: int = FLUSH_BYTES) -> None:
+        self.torch = torch
+        self.backend = backend
+        self.reps, self.warmup, self.budget_s, self.started = reps, warmup, budget_s, started
+        #: "cpu" only for the CPU dry run of the tests (host clock, reference backend)
+        self.device = device
+        self.compile_backend = compile_backend
+        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device)
+        self.lut = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                                 -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0],
+                                dtype=torch.float32, device=device)
+        self.dtype = getattr(torch, DTYPE)
+        self.rows: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
+        self.copy_cache: dict[int, float] = {}
+        self.compile_modes: dict[str, str] = {}
+        self.aborted: str | None = None
+        self._operands: dict[tuple[int, int, int], Operands] = {}
+        self._seed = 1234
+
+    # timing ---------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def time_us(self, fn: Callable[[], Any]) -> list[float]:
+        """Per-repetition kernel times in microseconds: flush the L2, event, fn, event.
+
+        Nothing synchronizes inside the loop: the host queues every repetition and the 256 MB
+        flush gives it time to stay ahead of the GPU, so launch latency stays out of the region.
+        """
+        torch = self.torch
+        for _ in range(self.warmup):
+            fn()
+        self.sync()
+        if self.device != "cuda":  # the CPU dry run: host clock
+            times = []
+            for _ in range(self.reps):
+                self.flush.zero_()
+                t0 = time.perf_counter()
+                fn()
+                times.append(1e6 * (time.perf_counter() - t0))
+            return times
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        for start, end in zip(starts, ends, strict=True):
+            self.flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        return [1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+    def copy_us(self, nbytes: int, like: dict[str, Any]) -> float:
+        """The same-run time of ``dst.copy_(src)`` moving ``nbytes``; recorded as a copy row."""
+        half = nbytes // 2
+        if half in self.copy_cache:
+            return self.copy_cache[half]
+        torch = self.torch
+        src = torch.randint(0, 256, (half,), dtype=torch.uint8, device=self.device)
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        if not torch.equal(dst, src):
+            raise VerificationError("the device copy did not reproduce its source")
+        stats = summarize(self.time_us(lambda: dst.copy_(src)))
+        self.copy_cache[half] = stats["median_us"]
+        self.rows.append(make_row("copy", like["section"], like["M"], like["N"], like["K"],
+                                  like["block_size"], like["dtype"], stats, stats["median_us"], self.reps,
+                                  copy_of=like["kernel"]))
+        return stats["median_us"]
+
+    def measure(self, kernel: str, section: str, m: int | None, n: int, k: int,
+                verify: Callable[[], str], fn: Callable[[], Any], **extra: Any) -> dict[str, Any] | None:
+        """Check ``kernel`` once (``verify`` raises on a wrong output), then time it and its copy."""
+        where = {"kernel": kernel, "section": section, "M": m, "N": n, "K": k, "block_size": BLOCK_SIZE,
+                 "dtype": DTYPE}
+        try:
+            if self.aborted:
+                raise BudgetExceeded(f"not run: {self.aborted}")
+            if self.elapsed() > self.budget_s:
+                raise BudgetExceeded(f"skipped: past the {self.budget_s:.0f} s time budget")
+            checked = verify()
+            stats = summarize(self.time_us(fn))
+            copy_us = self.copy_us(kernel_bytes(kernel, m, n, k, BLOCK_SIZE, DTYPE), where)
+        except Exception as exc:  # recorded, the run goes on
+            self.fail(where, exc)
+            return None
+        row = make_row(kernel, section, m, n, k, BLOCK_SIZE, DTYPE, stats, copy_us, self.reps,
+                       verified=checked, **extra)
+        self.rows.append(row)
+        print(f"[{self.elapsed():6.1f}s] {section:8} {kernel:22} M={str(m):>5} {n}x{k}: "
+              f"{row['median_us']:9.2f} us  {tb_per_s(row['bytes'], row['median_us']):5.2f} TB/s  "
+              f"{100 * fraction_of_copy(row):5.1f}% of copy", file=sys.stderr, flush=True)
+        return row
+
+    def fail(self, where: dict[str, Any], exc: BaseException) -> None:
+        kind = ("wrong output" if isinstance(exc, VerificationError)
+                else "skipped" if isinstance(exc, BudgetExceeded) else "error")
+        message = f"{type(exc).__name__}: {exc}"
+        self.failures.append({**where, "kind": kind, "message": message[:2000]})
+        print(f"[{self.elapsed():6.1f}s] {where['section']:8} {where['kernel']:22} M={where['M']} "
+              f"{where['N']}x{where['K']}: {kind.upper()}: {message[:300]}", file=sys.stderr, flush=True)
+        if kind == "error" and not self.context_usable():
+            self.aborted = f"an earlier error left the CUDA context unusable ({message[:200]})"
+
+    def context_usable(self) -> bool:
+        """False after a sticky CUDA error (e.g. an illegal address): then nothing else can run.
+        A launch that was merely refused (bad configuration, validation) leaves it usable."""
+        try:
+            self.sync()
+            return bool(self.torch.ones(1, device=self.device).add_(1).item() == 2.0)
+        except Exception:
+            return False
+
+    # operands and references ------------------------------------------------------------------
+
+    def operands(self, n: int, k: int) -> Operands:
+        """Random weights of one shape, dequantized by the naive torch code in row chunks and that
+        result checked bit for bit against the CPU reference on three row slices."""
+        key = (n, k, BLOCK_SIZE)
+        if key in self._operands:
+            return self._operands[key]
+        while len(self._operands) >= 2:  # the lm_head alone holds about 2.5 GB
+            self._operands.pop(next(iter(self._operands)))
+        torch = self.torch
+        self._seed += 1
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(self._seed)
+        packed = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=self.device, generator=gen)
+        scales = torch.randint(SCALE_BYTE_RANGE[0], SCALE_BYTE_RANGE[1] + 1, (n, -(-k // BLOCK_SIZE)),
+                               dtype=torch.uint8, device=self.device, generator=gen)
+        g = torch.tensor([GLOBAL_SCALE], dtype=torch.float32, device=self.device)
+        w = torch.empty((n, k), dtype=self.dtype, device=self.device)
+        chunk = max(1, (1 << 24) // k)
+        for r0 in range(0, n, chunk):
+            w[r0:r0 + chunk] = naive_lut_dequant(packed[r0:r0 + chunk], scales[r0:r0 + chunk], g, self.lut,
+                                                 BLOCK_SIZE, self.dtype)
+        ops = Operands(n, k, BLOCK_SIZE, packed, scales, g, w)
+        self.check_slices(ops, w, "naive torch dequant (the golden)")
+        self._operands[key] = ops
+        return ops
+
+    def check_slices(self, ops: Operands, out: Any, what: str) -> None:
+        """First, middle and last rows of ``out`` against kernels.reference, bit for bit."""
+        from harness.verify import compare_bitwise
+        from kernels import reference
+
+        rows = max(1, min(ops.n, (1 << 18) // ops.k))
+        g = float(ops.g.item())
+        for r0 in sorted({0, max(0, ops.n // 2 - rows // 2), max(0, ops.n - rows)}):
+            sl = slice(r0, r0 + rows)
+            expected = reference.dequantize(ops.packed[sl].cpu().numpy(), ops.scales[sl].cpu().numpy(),
+                                            g, ops.block_size, DTYPE)
+            diff = compare_bitwise(expected, out[sl])
+            if not diff:
+                raise VerificationError(f"{what}, rows {r0}..{r0 + rows - 1} vs kernels.reference: {diff}")
+
+    def check_dequant(self, ops: Operands, out: Any, what: str) -> str:
+        """Every element of ``out`` bit for bit against the verified golden."""
+        torch = self.torch
+        equal = out.view(torch.int16) == ops.w.view(torch.int16)
+        if not bool(equal.all()):
+            bad = int((~equal).sum())
+            first = tuple(int(i) for i in torch.nonzero(~equal)[0])
+            raise VerificationError(f"{what}: {bad} of {out.numel()} elements differ bitwise from the "
+                                    f"golden, first at {list(first)}")
+        return "bitwise vs naive torch dequant (itself bitwise vs kernels.reference on 3 row slices)"
+
+    def check_matmul(self, a: Any, ops: Operands, out: Any, what: str) -> str:
+        """No unwritten (NaN-poisoned) element anywhere; the first rows against float64."""
+        torch = self.torch
+        if bool(torch.isnan(out).any()) or bool(torch.isinf(out).any()):
+            raise VerificationError(f"{what}: NaN/inf in the output (unwritten or overflowed elements)")
+        rows = min(CHECK_ROWS, a.shape[0])
+        a64 = a[:rows].double()
+        ref = torch.empty((rows, ops.n), dtype=torch.float64, device=self.device)
+        chunk = max(1, (1 << 25) // ops.k)
+        for r0 in range(0, ops.n, chunk):
+            ref[:, r0:r0 + chunk] = a64 @ ops.w[r0:r0 + chunk].double().t()
+        err = float(torch.linalg.vector_norm(out[:rows].double() - ref) / torch.linalg.vector_norm(ref))
+        if not err <= MATMUL_TOLERANCE:
+            raise VerificationError(f"{what}: relative error {err:.3g} vs float64 exceeds {MATMUL_TOLERANCE}")
+        return f"rel. error {err:.2e} vs float64 on {rows} rows; no NaN/inf in the output"
+
+    # sections ---------------------------------------------------------------------------------
+
+    def _poisoned(self, shape: tuple[int, ...], bits: int) -> Any:
+        out = self.torch.empty(shape, dtype=self.dtype, device=self.device)
+        out.view(self.torch.int16).fill_(bits)  # a NaN pattern no kernel writes for these inputs
+        return out
+
+    def dequant_rows(self, n: int, k: int, section: str = "dequant",
+                     kernels: Sequence[str] = ("dequant_scalar", "dequant_vec8")) -> None:
+        ops = self.operands(n, k)
+        for kernel in kernels:
+            path = "prefill_scalar" if kernel == "dequant_scalar" else "prefill_vec8"
+            out = self._poisoned((n, k), 0x7FC1 if kernel == "dequant_scalar" else 0x7FC2)
+
+            def run(path: str = path, out: Any = out) -> None:
+                self.backend.dequantize(path, ops.packed, ops.scales, ops.g, ops.block_size, out)
+
+            def verify(run: Callable[[], None] = run, out: Any = out, kernel: str = kernel) -> str:
+                self._need_backend()
+                run()
+                return self.check_dequant(ops, out, kernel)
+
+            self.measure(kernel, section, None, n, k, verify, run)
+            del out
+
+    def compile_row(self, n: int, k: int) -> None:
+        torch = self.torch
+        where = {"kernel": "torch_compile_dequant", "section": "compile", "M": None, "N": n, "K": k,
+                 "block_size": BLOCK_SIZE, "dtype": DTYPE}
+        try:
+            if self.aborted or self.elapsed() > self.budget_s:
+                raise BudgetExceeded(self.aborted or f"skipped: past the {self.budget_s:.0f} s time budget")
+            ops = self.operands(n, k)
+        except Exception as exc:
+            self.fail(where, exc)
+            return
+        args = (ops.packed, ops.scales, ops.g, self.lut, BLOCK_SIZE, self.dtype)
+        mode, fn = f"torch.compile ({self.compile_backend}, dynamic=False)", None
+        t0 = time.monotonic()
+        try:
+            import torch._dynamo
+
+            torch._dynamo.reset()
+            compiled = torch.compile(naive_lut_dequant, dynamic=False, backend=self.compile_backend)
+            compiled(*args)
+            self.sync()
+            fn = compiled
+        except Exception as exc:  # what users get when compile fails: eager
+            mode = f"eager (torch.compile failed: {type(exc).__name__}: {str(exc)[:300]})"
+            fn = naive_lut_dequant
+        compile_s = time.monotonic() - t0
+        self.compile_modes[f"{n}x{k}"] = mode
+        holder: dict[str, Any] = {}
+
+        def run() -> None:
+            holder["out"] = fn(*args)
+
+        def verify() -> str:
+            run()
+            return self.check_dequant(ops, holder["out"], "torch.compile naive dequant")
+
+        self.measure("torch_compile_dequant", "compile", None, n, k, verify, run, impl=mode,
+                     compile_s=round(compile_s, 2))
+
+    def gemv_rows(self, n: int, k: int, ms: Sequence[int], section: str, a_all: Any | None = None) -> None:
+        ops = self.operands(n, k)
+        a_all = a_all if a_all is not None else self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
+        for m in ms:
+            a = a_all[:m]
+            out = self._poisoned((m, n), 0x7FC3)
+
+            def run(a: Any = a, out: Any = out) -> None:
+                self.backend.gemv(a, ops.packed, ops.scales, ops.g, None, out)
+
+            def verify(run: Callable[[], None] = run, a: Any = a, out: Any = out, m: int = m) -> str:
+                self._need_backend()
+                run()
+                return self.check_matmul(a, ops, out, f"gemv M={m}")
+
+            self.measure("gemv", section, m, n, k, verify, run)
+            self.cublas_row(ops, a, section)
+
+    def cublas_row(self, ops: Operands, a: Any, section: str) -> None:
+        torch, m = self.torch, a.shape[0]
+        out = self._poisoned((m, ops.n), 0x7FC4)
+        w_t = ops.w.t()
+
+        def run() -> None:
+            torch.mm(a, w_t, out=out)
+
+        def verify() -> str:
+            run()
+            return self.check_matmul(a, ops, out, f"cuBLAS M={m}")
+
+        self.measure("cublas_bf16", section, m, ops.n, ops.k, verify, run)
+
+    def prefill_row(self, ops: Operands, a: Any, section: str) -> None:
+        torch, m = self.torch, a.shape[0]
+        out = self._poisoned((m, ops.n), 0x7FC5)
+        scratch = torch.empty((ops.n, ops.k), dtype=self.dtype, device=self.device)
+
+        def run() -> None:
+            self.backend.dequantize("prefill_vec8", ops.packed, ops.scales, ops.g, ops.block_size, scratch)
+            torch.mm(a, scratch.t(), out=out)
+
+        def verify() -> str:
+            self._need_backend()
+            scratch.view(torch.int16).fill_(0x7FC6)
+            run()
+            self.check_dequant(ops, scratch, "prefill scratch")
+            return "scratch bitwise vs golden; " + self.check_matmul(a, ops, out, f"prefill M={m}")
+
+        self.measure("prefill", section, m, ops.n, ops.k, verify, run)
+
+    def guarded(self, section: str, n: int, k: int, fn: Callable[[], Any]) -> None:
+        """Run one shape's rows; an error outside a row (e.g. making its operands) is recorded
+        against the whole group and the run goes on."""
+        try:
+            fn()
+        except Exception as exc:
+            self.fail({"kernel": "*", "section": section, "M": None, "N": n, "K": k,
+                       "block_size": BLOCK_SIZE, "dtype": DTYPE}, exc)
+
+    def _need_backend(self) -> None:
+        if self.backend is None:
+            raise RuntimeError("the CUDA backend is unavailable (see provenance.backend)")
+
+    def matmul_rows(self, n: int, k: int, ms: Sequence[int], section: str, gemv_ms: Sequence[int] = ()) -> None:
+        """GEMV (for M in gemv_ms), cuBLAS bf16 and prefill at each M; activations are random."""
+        ops = self.operands(n, k)
+        a_all = self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
+        for m in ms:
+            if m in gemv_ms:
+                self.gemv_rows(n, k, [m], section, a_all)
+            else:
+                self.cublas_row(ops, a_all[:m], section)
+            self.prefill_row(ops, a_all[:m], section)
+
+
+# --- provenance ---------------------------------------------------------------------------------
+
+
+def _run(cmd: list[str]) -> str | None:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=20, cwd=REPO_ROOT)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def driver_version() -> str:
+    """The NVIDIA kernel driver version (nvidia-smi, else /proc/driver/nvidia/version)."""
+    found = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    if found:
+        return found.splitlines()[0].strip()
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return "unknown"
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", text)
+    return match.group(1) if match else "unknown"
+
+
+def cublas_version() -> str:
+    """cublasLtGetVersion() of the cuBLASLt library torch loaded (read after a first matmul)."""
+    import ctypes
+
+    candidates = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            candidates += sorted({line.split()[-1] for line in fh if "libcublasLt.so" in line})
+    except OSError:
+        pass
+    candidates += ["libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"]
+    for name in candidates:
+        try:
+            lib = ctypes.CDLL(name)
+            lib.cublasLtGetVersion.restype = ctypes.c_size_t
+            raw = int(lib.cublasLtGetVersion())
+        except (OSError, AttributeError):
+            continue
+        return f"{raw // 10000}.{raw // 100 % 100}.{raw % 100} (cublasLtGetVersion {raw})"
+    return "unavailable (libcublasLt not found)"
+
+
+def git_commit(explicit: str | None) -> str:
+    """The commit measured: --git-commit, $BENCH_GIT_COMMIT, git, or .git/HEAD; '-dirty' if so."""
+    if explicit:
+        return explicit
+    if os.environ.get("BENCH_GIT_COMMIT"):
+        return os.environ["BENCH_GIT_COMMIT"]
+    head = _run(["git", "rev-parse", "HEAD"])
+    if head:
+        dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+        return head + ("-dirty" if dirty else "")
+    try:
+        ref = (REPO_ROOT / ".git" / "HEAD").read_text().strip()
+        if ref.startswith("ref: "):
+            return (REPO_ROOT / ".git" / ref[5:]).read_text().strip()
+        return ref
+    except OSError:
+        return "unknown"
+
+
+def provenance(torch: Any, argv: Sequence[str], args: argparse.Namespace, backend_note: str,
+               date: str) -> dict[str, Any]:
+    """Where and how the numbers were taken (no hostname)."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = getattr(props, "L2_cache_size", None)
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "sm_count": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "l2_mib": round(l2 / 2**20, 1) if l2 else None,
+        "driver": driver_version(),
+        "cuda": str(torch.version.cuda),
+        "torch": torch.__version__,
+        "cublas": cublas_version(),
+        "python": platform.python_version(),
+        "date": date,
+        "command": " ".join(["python -m harness bench", *argv]).strip(),
+        "git_commit": git_commit(args.git_commit),
+        "backend": backend_note,
+        "reps": args.reps, "warmup": args.warmup, "flush_bytes": FLUSH_BYTES,
+        "quick": bool(args.quick), "sections": list(args.sections), "dtype": DTYPE, "block_size": BLOCK_SIZE,
+    }
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def _sections(text: str) -> tuple[str, ...]:
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in names if s not in SECTIONS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown section(s) {unknown or [text]}; choose from "
+                                         f"{', '.join(SECTIONS)} (comma-separated)")
+    return names
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m harness bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory for <gpu>-<date>.json")
+    parser.add_argument("--reps", type=int, default=None,
+                        help=f"timed repetitions per row (default {DEFAULT_REPS}, {QUICK_REPS} with --quick)")
+    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed calls before timing")
+    parser.add_argument("--quick", action="store_true", help="fewer shapes, M values and repetitions")
+    parser.add_argument("--only", type=_sections, default=SECTIONS, dest="sections", metavar="SECTION[,...]",
+                        help=f"run only these sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--layers", default=str(DEFAULT_LAYERS), help="model-layer list for the replay")
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help="skip the remaining rows once this many seconds have passed")
+    parser.add_argument("--git-commit", default=None, help="commit measured (default: ask git)")
+    args = parser.parse_args(list(argv))
+    args.reps = args.reps if args.reps is not None else (QUICK_REPS if args.quick else DEFAULT_REPS)
+    if args.reps < 1 or args.warmup < 0:
+        parser.error("--reps must be >= 1 and --warmup >= 0")
+    return args
+
+
+def _load_backend() -> tuple[Any | None, str]:
+    t0 = time.monotonic()
+    try:
+        from kernels import cuda_backend
+
+        ok, why = cuda_backend.available()
+    except Exception as exc:  # a missing or broken backend still lets copy/cuBLAS/compile run
+        return None, f"unavailable: {type(exc).__name__}: {exc}"
+    took = time.monotonic() - t0
+    return (cuda_backend, f"available ({why}; loaded in {took:.1f} s)") if ok else (None, f"unavailable: {why}")
+
+
+def write_results(results: dict[str, Any], out_dir: str | os.PathLike[str]) -> Path:
+    """Write the results JSON (also after each section, so a cut-off run leaves its rows)."""
+    path = results_path(out_dir, results["provenance"]["gpu"], results["provenance"]["date"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run measures: shapes, M values and the replay's token count."""
+
+    shapes: tuple[tuple[int, int], ...]
+    gemv_m: tuple[int, ...]
+    seed_m: int
+    sweep_shape: tuple[int, int]
+    sweep_m: tuple[int, ...]
+    replay_tokens: int
+    compile_shapes: tuple[tuple[int, int], ...]
+    sections: tuple[str, ...]
+    layers: str
+
+
+def plan_for(args: argparse.Namespace) -> Plan:
+    """The full plan, or the --quick one (two shapes, fewer M values, one compile)."""
+    shapes = QUICK_SHAPES if args.quick else SHAPES
+    return Plan(shapes=shapes, gemv_m=GEMV_SECTION_M, seed_m=SEED_M, sweep_shape=SWEEP_SHAPE,
+                sweep_m=QUICK_SWEEP_M if args.quick else SWEEP_M, replay_tokens=REPLAY_TOKENS,
+                compile_shapes=shapes[:1] if args.quick else shapes, sections=tuple(args.sections),
+                layers=args.layers)
+
+
+def run_sections(runner: Runner, plan: Plan, save: Callable[[], None]) -> None:
+    """Run the chosen sections in order, saving the results after each shape and section."""
+    for n, k in plan.shapes:
+        if "dequant" in plan.sections:
+            runner.guarded("dequant", n, k, lambda n=n, k=k: runner.dequant_rows(n, k))
+        if "gemv" in plan.sections:
+            runner.guarded("gemv", n, k, lambda n=n, k=k: runner.gemv_rows(n, k, plan.gemv_m, "gemv"))
+        if "prefill" in plan.sections:
+            runner.guarded("prefill", n, k, lambda n=n, k=k: runner.matmul_rows(n, k, [plan.seed_m], "prefill"))
+        save()
+    if "sweep" in plan.sections:
+        gemv_ms = [m for m in plan.sweep_m if m <= GEMV_KERNEL_MAX_M]
+        runner.guarded("sweep", *plan.sweep_shape,
+                       lambda: runner.matmul_rows(*plan.sweep_shape, plan.sweep_m, "sweep", gemv_ms=gemv_ms))
+        save()
+    if "replay" in plan.sections:
+        for shape in distinct_shapes(load_layers(plan.layers)["layers"]):
+            n, k = shape["N"], shape["K"]
+            runner.guarded("replay", n, k, lambda n=n, k=k: (
+                runner.dequant_rows(n, k, "replay", kernels=("dequant_vec8",)),
+                runner.matmul_rows(n, k, [plan.replay_tokens], "replay")))
+        save()
+    if "compile" in plan.sections:
+        for n, k in plan.compile_shapes:
+            runner.guarded("compile", n, k, lambda n=n, k=k: runner.compile_row(n, k))
+        save()
+
+
+def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.PathLike[str]
+            ) -> tuple[dict[str, Any], Path]:
+    """Run the plan and write the results JSON (after every shape too); return both."""
+    from kernels import Policy
+
+    results: dict[str, Any] = {"provenance": prov, "rows": runner.rows, "failures": runner.failures}
+    saved: list[Path] = []
+
+    def save(final: bool = False) -> None:
+        results["complete"] = final
+        results["provenance"]["wall_s"] = round(runner.elapsed(), 1)
+        results["provenance"]["torch_compile"] = dict(runner.compile_modes)
+        if "sweep" in plan.sections:
+            results["crossover"] = crossover(runner.rows, *plan.sweep_shape, Policy().gemv_max_m)
+        if "replay" in plan.sections:
+            results["replay"] = replay_summary(load_layers(plan.layers), runner.rows, plan.replay_tokens)
+        saved[:] = [write_results(results, out_dir)]
+
+    run_sections(runner, plan, save)
+    save(final=True)
+    return results, saved[0]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; exit 0 when every row verified, 1 if any failed, 2 without a GPU."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    try:
+        import torch
+    except ImportError as exc:
+        print(f"python -m harness bench needs a CUDA GPU and torch: {exc}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("python -m harness bench needs a CUDA GPU (torch.cuda.is_available() is False); "
+              "on a CPU machine run the CPU benchmarks: pytest suites/test_bench_cpu.py", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    backend, backend_note = _load_backend()
+    print(f"CUDA backend: {backend_note}", file=sys.stderr, flush=True)
+    runner = Runner(torch, backend, args.reps, args.warmup, args.budget_s, started)
+    torch.mm(runner.lut[:4].view(2, 2), runner.lut[4:8].view(2, 2))  # load cuBLAS for the version query
+    prov = provenance(torch, argv, args, backend_note, date)
+    results, path = execute(runner, plan_for(args), prov, args.out)
+    from harness.bench_report import console_summary
+
+    print(console_summary(results))
+    print(f"\nwrote {path} in {runner.elapsed():.0f} s; then: python -m harness bench-report {path}")
+    return 1 if runner.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

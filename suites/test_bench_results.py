@@ -1,0 +1,126 @@
+"""CPU-CI checks of the committed GPU benchmark results (``benchmarks/results/*.json``).
+
+They hold the committed numbers to the method: a known schema, a same-run copy for every row,
+byte counts that match the shapes (recomputed here from the issue's per-element figures, not
+with harness.bench's functions), complete provenance, and a BENCHMARKS.md regenerated from the
+newest file. Skipped, with the reason, while no results are committed.
+
+``BENCH_RESULTS_DIR`` and ``BENCH_MARKDOWN`` point the checks elsewhere (e.g. at a fresh run
+before committing it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR", REPO / "benchmarks" / "results"))
+MARKDOWN = Path(os.environ.get("BENCH_MARKDOWN", REPO / "BENCHMARKS.md"))
+FILES = sorted(RESULTS_DIR.glob("*.json"))
+NONE_COMMITTED = f"no benchmark results committed under {RESULTS_DIR} yet (run python -m harness bench on a GPU)"
+
+KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "cublas_bf16", "prefill", "copy"}
+DEQUANT = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant"}
+ROW_KEYS = {"kernel": str, "M": (int, type(None)), "N": int, "K": int, "block_size": int, "dtype": str,
+            "median_us": (int, float), "bytes": int, "copy_us": (int, float)}
+PROVENANCE_KEYS = ("gpu", "driver", "cuda", "torch", "cublas", "date", "command", "git_commit")
+
+pytestmark = pytest.mark.skipif(not FILES, reason=NONE_COMMITTED)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _minimum_bytes(kernel: str, m: int | None, n: int, k: int, bs: int) -> Fraction:
+    """Per element: packed 1/2 B, scale 1/bs B (whole blocks), bf16/fp16 2 B."""
+    blocks = len(range(0, k, bs))
+    dequant = Fraction(n * k, 2) + n * blocks + 2 * n * k
+    if kernel in DEQUANT:
+        return dequant
+    assert m is not None, f"{kernel} row without M"
+    if kernel == "gemv":
+        return Fraction(n * k, 2) + n * len(range(0, k, 16)) + 2 * m * k + 2 * m * n
+    gemm = 2 * (m * k + n * k + m * n)
+    if kernel == "cublas_bf16":
+        return Fraction(gemm)
+    if kernel == "prefill":
+        return dequant + gemm
+    raise AssertionError(f"unknown kernel {kernel!r}")
+
+
+@pytest.fixture(params=FILES, ids=[p.name for p in FILES])
+def results(request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
+    return request.param, _load(request.param)
+
+
+def test_schema(results: tuple[Path, dict[str, Any]]) -> None:
+    path, data = results
+    assert isinstance(data.get("provenance"), dict) and isinstance(data.get("rows"), list) and data["rows"]
+    for i, row in enumerate(data["rows"]):
+        for key, kind in ROW_KEYS.items():
+            assert key in row, f"{path.name} rows[{i}] lacks {key!r}"
+            assert isinstance(row[key], kind) and not isinstance(row[key], bool), f"rows[{i}][{key!r}] = {row[key]!r}"
+        assert row["kernel"] in KERNELS, f"rows[{i}]: unknown kernel {row['kernel']!r}"
+        assert row["dtype"] in ("bfloat16", "float16"), f"rows[{i}]: dtype {row['dtype']!r}"
+        assert row["N"] > 0 and row["K"] > 0 and row["block_size"] > 0 and row["median_us"] > 0
+        if row["kernel"] in DEQUANT:
+            assert row["M"] is None, f"rows[{i}]: a dequantization row has no M"
+        elif row["kernel"] != "copy":
+            assert row["M"] >= 1, f"rows[{i}]: {row['kernel']} needs M >= 1"
+
+
+def test_every_row_has_a_same_run_copy(results: tuple[Path, dict[str, Any]]) -> None:
+    path, data = results
+    copies = {row["bytes"]: row["median_us"] for row in data["rows"] if row["kernel"] == "copy"}
+    for i, row in enumerate(data["rows"]):
+        assert row["copy_us"] > 0, f"{path.name} rows[{i}] has no same-run copy time"
+        if row["kernel"] != "copy":
+            moved = 2 * (row["bytes"] // 2)
+            assert moved in copies, f"rows[{i}] ({row['kernel']}): no copy row of {moved} bytes in this run"
+            assert copies[moved] == row["copy_us"], f"rows[{i}]: copy_us differs from the copy row's time"
+
+
+def test_bytes_match_the_shapes(results: tuple[Path, dict[str, Any]]) -> None:
+    path, data = results
+    for i, row in enumerate(data["rows"]):
+        m, n, k, bs = row["M"], row["N"], row["K"], row["block_size"]
+        if row["kernel"] == "copy":
+            assert row.get("copy_of") in KERNELS - {"copy"}, f"rows[{i}]: a copy row names the kernel it copies"
+            want = 2 * (int(_minimum_bytes(row["copy_of"], m, n, k, bs)) // 2)
+        else:
+            exact = _minimum_bytes(row["kernel"], m, n, k, bs)
+            assert exact.denominator == 1
+            want = int(exact)
+        assert row["bytes"] == want, f"{path.name} rows[{i}] {row['kernel']} {m}x{n}x{k}: {row['bytes']} != {want}"
+
+
+def test_provenance_is_complete(results: tuple[Path, dict[str, Any]]) -> None:
+    path, data = results
+    prov = data["provenance"]
+    for key in PROVENANCE_KEYS:
+        assert str(prov.get(key, "")).strip(), f"{path.name}: provenance.{key} is missing or empty"
+    assert re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", prov["git_commit"]), \
+        f"provenance.git_commit {prov['git_commit']!r} is not a commit (pass --git-commit on the GPU machine)"
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", prov["date"])
+    assert not {"hostname", "host", "node"} & set(prov), "provenance must not name the host"
+    slug = re.sub(r"[^a-z0-9]+", "-", prov["gpu"].lower()).strip("-")
+    assert path.name == f"{slug}-{prov['date']}.json", f"{path.name} is not named <gpu>-<date>.json"
+
+
+def test_benchmarks_md_is_generated_from_the_newest_results(tmp_path: Path) -> None:
+    from harness.bench_report import render_markdown
+
+    newest = max(FILES, key=lambda p: (_load(p)["provenance"].get("date", ""), p.name))
+    regenerated = tmp_path / "BENCHMARKS.md"
+    regenerated.write_text(render_markdown(_load(newest), newest.name), encoding="utf-8")
+    assert MARKDOWN.exists(), f"{MARKDOWN} is missing; run python -m harness bench-report {newest}"
+    assert MARKDOWN.read_text(encoding="utf-8") == regenerated.read_text(encoding="utf-8"), \
+        f"{MARKDOWN.name} is stale; run python -m harness bench-report {newest}"

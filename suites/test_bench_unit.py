@@ -1,0 +1,464 @@
+"""CPU tests of the pure parts of ``harness.bench`` and ``harness.bench_report``.
+
+The byte counts are checked against the issue's per-element figures computed here with
+fractions; the statistics against numpy; the crossover and the report against synthetic rows
+whose expected verdicts are worked out in the test; the naive LUT dequant against
+``kernels.reference``. A CPU dry run drives the whole GPU runner (verify, time, copy rows,
+JSON) with the reference backend standing in for the CUDA kernels, and a planted bug shows
+that a wrong kernel gets no time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from harness import bench, bench_report
+from harness.verify import compare_bitwise, to_numpy
+from kernels import reference
+
+E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+# --- bytes ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", bench.SHAPES)
+def test_dequant_bytes_match_the_per_element_figure(n: int, k: int) -> None:
+    per_element = Fraction(1, 2) + Fraction(1, 16) + 2  # packed + scale + bf16 out
+    assert bench.dequant_bytes(n, k, 16, "bfloat16") == n * k * per_element
+
+
+def test_partial_last_block_still_has_a_scale_byte() -> None:
+    n, k, bs = 3, 40, 16
+    blocks_per_row = len(range(0, k, bs))  # 0, 16, 32: three blocks, the last one partial
+    assert bench.scale_bytes(n, k, bs) == n * blocks_per_row == 9
+    assert bench.dequant_bytes(n, k, bs, "float16") == n * k // 2 + 9 + 2 * n * k
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+@pytest.mark.parametrize("n,k", [(17408, 5120), (5120, 17408), (248320, 2048)])
+def test_gemv_bytes_are_0_5625_per_weight_plus_activations_and_output(m: int, n: int, k: int) -> None:
+    expected = n * k * Fraction(9, 16) + m * k * 2 + m * n * 2
+    assert bench.gemv_bytes(m, n, k) == expected
+
+
+def test_cublas_and_prefill_bytes() -> None:
+    m, n, k = 1024, 17408, 5120
+    a, w, y = m * k * 2, n * k * 2, m * n * 2
+    assert bench.gemm_bytes(m, n, k) == a + w + y
+    assert bench.prefill_bytes(m, n, k, 16) == a + w + y + n * k * Fraction(41, 16)
+    assert bench.kernel_bytes("cublas_bf16", m, n, k, 16) == a + w + y
+
+
+def test_a_copy_row_moves_the_bytes_of_the_row_it_copies() -> None:
+    for kernel, m in (("dequant_vec8", None), ("gemv", 3), ("prefill", 7)):
+        own = bench.kernel_bytes(kernel, m, 6, 40, 16)
+        copy = bench.kernel_bytes("copy", m, 6, 40, 16, copy_of=kernel)
+        assert copy in (own, own - 1) and copy % 2 == 0
+
+
+def test_byte_counting_rejects_what_it_cannot_count() -> None:
+    with pytest.raises(ValueError, match="copy_of"):
+        bench.kernel_bytes("copy", 1, 8, 32, 16)
+    with pytest.raises(ValueError, match="needs M"):
+        bench.kernel_bytes("gemv", None, 8, 32, 16)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        bench.kernel_bytes("cutlass", 1, 8, 32, 16)
+    with pytest.raises(ValueError, match="dtype"):
+        bench.dequant_bytes(8, 32, 16, "float32")
+
+
+# --- statistics -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 50, 101])
+def test_percentiles_agree_with_numpy(size: int) -> None:
+    values = list(np.random.default_rng(size).exponential(10.0, size))
+    for q in (0, 10, 50, 90, 100):
+        assert bench.percentile(values, q) == pytest.approx(float(np.percentile(values, q)), rel=1e-12)
+    assert bench.median(values) == pytest.approx(float(np.median(values)), rel=1e-12)
+
+
+def test_percentile_errors() -> None:
+    with pytest.raises(ValueError):
+        bench.percentile([], 50)
+    with pytest.raises(ValueError):
+        bench.percentile([1.0], 101)
+
+
+def test_summarize_and_bandwidth() -> None:
+    stats = bench.summarize([4.0, 1.0, 3.0, 2.0])
+    assert stats == {"median_us": 2.5, "p10_us": pytest.approx(1.3), "p90_us": pytest.approx(3.7), "min_us": 1.0}
+    assert bench.tb_per_s(4_250_000, 1.0) == pytest.approx(4.25)  # 4.25 MB in 1 us = 4.25 TB/s
+
+
+# --- the crossover --------------------------------------------------------------------------------
+
+
+def _row(kernel: str, m: int | None, us: float, n: int = 17408, k: int = 5120, section: str = "sweep",
+         copy_us: float = 1.0) -> dict[str, Any]:
+    stats = {"median_us": us, "p10_us": us, "p90_us": us, "min_us": us}
+    return bench.make_row(kernel, section, m, n, k, 16, "bfloat16", stats, copy_us, 50)
+
+
+def _sweep(gemv: dict[int, float], prefill: dict[int, float]) -> list[dict[str, Any]]:
+    return [_row("gemv", m, us) for m, us in gemv.items()] + [_row("prefill", m, us) for m, us in prefill.items()]
+
+
+def test_crossover_inside_the_gemv_range() -> None:
+    gemv = {m: 30.0 + 2 * m for m in range(1, 9)}  # 32, 34, ..., 46
+    prefill = {m: 41.0 for m in range(1, 9)} | {16: 42.0}
+    # gemv < 41 for 30 + 2m < 41, i.e. m <= 5; from m = 6 on prefill is faster
+    result = bench.crossover(_sweep(gemv, prefill), 17408, 5120, current_max_m=8)
+    assert result["gemv_max_m_recommended"] == 5
+    assert result["first_m_prefill_faster"] == 6
+    assert [p["M"] for p in result["points"]] == list(range(1, 9))
+    assert "between" in result["summary"]
+
+
+def test_crossover_above_the_gemv_range_recommends_the_kernel_limit() -> None:
+    result = bench.crossover(_sweep({1: 10.0, 2: 11.0, 4: 12.0, 8: 13.0},
+                                    {1: 60.0, 2: 60.0, 4: 61.0, 8: 62.0, 64: 70.0}), 17408, 5120, 8)
+    assert result["gemv_max_m_recommended"] == 8
+    assert result["first_m_prefill_faster"] is None
+    assert "above" in result["summary"]
+
+
+def test_crossover_when_prefill_always_wins_and_when_noise_interleaves() -> None:
+    never = bench.crossover(_sweep({1: 99.0, 2: 99.0}, {1: 50.0, 2: 50.0}), 17408, 5120, 8)
+    assert never["gemv_max_m_recommended"] == 0 and never["first_m_prefill_faster"] == 1
+    # a later GEMV win after a loss does not extend the range: the threshold must hold for every smaller M
+    noisy = bench.crossover(_sweep({1: 10.0, 2: 10.0, 3: 30.0, 4: 10.0}, {m: 20.0 for m in range(1, 5)}),
+                            17408, 5120, 8)
+    assert noisy["gemv_max_m_recommended"] == 2 and noisy["first_m_prefill_faster"] == 3
+
+
+def test_crossover_ignores_other_shapes_and_sections() -> None:
+    rows = _sweep({1: 10.0}, {1: 20.0}) + [_row("gemv", 2, 1.0, section="gemv"),
+                                            _row("prefill", 2, 2.0, n=4096, k=4096)]
+    result = bench.crossover(rows, 17408, 5120, 8)
+    assert [p["M"] for p in result["points"]] == [1]
+
+
+# --- the model replay -----------------------------------------------------------------------------
+
+
+def test_model_layer_list_is_a_27b_class_ffn_replay_of_168_nodes() -> None:
+    model = bench.load_layers(bench.DEFAULT_LAYERS)
+    layers = model["layers"]
+    nodes = sum(layer["count"] for layer in layers)
+    weights = sum(layer["N"] * layer["K"] * layer["count"] for layer in layers)
+    assert nodes == 168
+    assert 14.5e9 <= weights <= 15.5e9
+    assert {(layer["N"], layer["K"]) for layer in layers} == {(17408, 5120), (5120, 17408)}
+    assert model["source"] and model["notes"] and model["tokens"] == 8192
+
+
+def test_replay_summary_weights_each_shape_by_its_count(tmp_path: Path) -> None:
+    model = {"model": "m", "layers": [{"name": "up", "N": 64, "K": 32, "count": 4},
+                                      {"name": "gate", "N": 64, "K": 32, "count": 2},
+                                      {"name": "down", "N": 32, "K": 64, "count": 3}]}
+    rows = [_row("dequant_vec8", None, 2.0, 64, 32, "replay"), _row("cublas_bf16", 16, 10.0, 64, 32, "replay"),
+            _row("prefill", 16, 12.5, 64, 32, "replay"), _row("dequant_vec8", None, 3.0, 32, 64, "replay"),
+            _row("cublas_bf16", 16, 7.0, 32, 64, "replay"), _row("prefill", 16, 10.5, 32, 64, "replay"),
+            _row("dequant_vec8", None, 999.0, 64, 32, "dequant")]  # another section: ignored
+    summary = bench.replay_summary(model, rows, tokens=16)
+    dequant, gemm = 6 * 2.0 + 3 * 3.0, 6 * 10.0 + 3 * 7.0
+    assert summary["nodes"] == 9 and summary["weights"] == 6 * 64 * 32 + 3 * 32 * 64
+    assert summary["dequant_total_us"] == pytest.approx(dequant)
+    assert summary["gemm_total_us"] == pytest.approx(gemm)
+    assert summary["prefill_total_us"] == pytest.approx(6 * 12.5 + 3 * 10.5)
+    assert summary["dequant_share"] == pytest.approx(dequant / (dequant + gemm))
+    partial = bench.replay_summary(model, rows[:3], tokens=16)
+    assert partial["dequant_share"] is None and partial["missing_shapes"] == ["32x64"]
+
+
+def test_load_layers_rejects_a_malformed_list(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"layers": [{"name": "x", "N": 4, "K": 0, "count": 1}]}))
+    with pytest.raises(ValueError, match="positive integer"):
+        bench.load_layers(bad)
+    bad.write_text(json.dumps([{"name": "x"}]))
+    with pytest.raises(ValueError, match="'layers'"):
+        bench.load_layers(bad)
+
+
+# --- names, arguments and the command -------------------------------------------------------------
+
+
+def test_results_file_name_is_the_gpu_slug_and_date(tmp_path: Path) -> None:
+    assert bench.slugify("NVIDIA H200") == "nvidia-h200"
+    assert bench.slugify("  NVIDIA  H100 80GB HBM3 ") == "nvidia-h100-80gb-hbm3"
+    assert bench.results_path(tmp_path, "NVIDIA H200", "2026-11-30") == tmp_path / "nvidia-h200-2026-11-30.json"
+
+
+def test_arguments() -> None:
+    args = bench.parse_args(["--only", "gemv,sweep", "--quick"])
+    assert args.sections == ("gemv", "sweep") and args.reps == bench.QUICK_REPS
+    assert bench.parse_args([]).reps == bench.DEFAULT_REPS >= 50
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--only", "everything"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--reps", "0"])
+
+
+def test_bench_without_a_gpu_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench.main(["--quick"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_git_commit_prefers_the_explicit_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert bench.git_commit("abc1234") == "abc1234"
+    monkeypatch.setenv("BENCH_GIT_COMMIT", "def5678")
+    assert bench.git_commit(None) == "def5678"
+
+
+# --- the naive LUT dequant ------------------------------------------------------------------------
+
+
+def _random_weights(n: int, k: int, bs: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.float32]:
+    rng = np.random.default_rng(seed)
+    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    scales = rng.integers(0, 256, (n, -(-k // bs)), dtype=np.uint8)
+    scales[(scales & 0x7F) == 0x7F] = 0x01  # no NaN scales (torch's NaN bits differ); 0x01 is subnormal
+    scales[0, 0] = 0x00  # a zero scale: +-0 results keep the code's sign
+    return packed, scales, np.float32(rng.uniform(0.01, 3.0))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("n,k,bs", [(16, 64, 16), (7, 40, 16), (5, 42, 7), (9, 30, 5), (4, 128, 32), (3, 24, 2)])
+def test_naive_lut_dequant_is_bit_identical_to_the_reference(n: int, k: int, bs: int, dtype: str) -> None:
+    packed, scales, g = _random_weights(n, k, bs, seed=n * 1000 + k + bs)
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32)
+    got = bench.naive_lut_dequant(torch.from_numpy(packed), torch.from_numpy(scales), torch.tensor([g]), lut, bs,
+                                  getattr(torch, dtype))
+    diff = compare_bitwise(reference.dequantize(packed, scales, g, bs, dtype), got)
+    assert diff, str(diff)
+
+
+def test_naive_lut_dequant_traces_into_one_graph() -> None:
+    """The torch.compile baseline must be capturable without graph breaks (aot_eager: no codegen)."""
+    packed, scales, g = _random_weights(8, 64, 16, seed=3)
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32)
+    compiled = torch.compile(bench.naive_lut_dequant, backend="aot_eager", fullgraph=True, dynamic=False)
+    got = compiled(torch.from_numpy(packed), torch.from_numpy(scales), torch.tensor([g]), lut, 16, torch.bfloat16)
+    assert compare_bitwise(reference.dequantize(packed, scales, g, 16, "bfloat16"), got)
+
+
+# --- a CPU dry run of the GPU runner --------------------------------------------------------------
+
+
+class ReferenceBackend:
+    """The cuda_backend interface implemented with kernels.reference on CPU tensors."""
+
+    def __init__(self, corrupt: str | None = None) -> None:
+        self.corrupt = corrupt
+
+    @staticmethod
+    def _into(out: torch.Tensor, result: np.ndarray) -> None:
+        out.copy_(torch.from_numpy(np.ascontiguousarray(result).view(np.int16)).view(out.dtype))
+
+    def dequantize(self, path: str, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
+                   block_size: int, out: torch.Tensor) -> None:
+        fn = reference.dequantize_vec8 if path == "prefill_vec8" else reference.dequantize_scalar
+        result = fn(packed.numpy(), scales.numpy(), float(g.item()), block_size, str(out.dtype)[6:])
+        if self.corrupt == path:
+            result = result.copy()
+            result[-1, -1] = -result[-1, -1] if result[-1, -1] != 0 else 1.0  # one wrong element, at the end
+        self._into(out, result)
+
+    def gemv(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
+             bias: torch.Tensor | None, out: torch.Tensor) -> None:
+        result = reference.gemv(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None)
+        if self.corrupt == "gemv":
+            result = result[:, ::-1]  # rows of the output permuted: plausible magnitudes, wrong values
+        self._into(out, result)
+
+
+def _dry_run(tmp_path: Path, backend: ReferenceBackend, sections: tuple[str, ...] = bench.SECTIONS
+             ) -> tuple[dict[str, Any], Path]:
+    layers = tmp_path / "layers.json"
+    layers.write_text(json.dumps({"model": "tiny", "layers": [
+        {"name": "up", "N": 48, "K": 64, "count": 3}, {"name": "down", "N": 32, "K": 96, "count": 2}]}))
+    runner = bench.Runner(torch, backend, reps=3, warmup=1, budget_s=1e9, started=time.monotonic(),
+                          device="cpu", compile_backend="aot_eager", flush_bytes=1 << 16)
+    plan = bench.Plan(shapes=((48, 64), (32, 96)), gemv_m=(1, 8), seed_m=16, sweep_shape=(48, 64),
+                      sweep_m=(1, 2, 8, 16), replay_tokens=24, compile_shapes=((48, 64),), sections=sections,
+                      layers=str(layers))
+    prov = {"gpu": "Dry Run CPU", "date": "2026-01-02", "reps": 3, "warmup": 1, "flush_bytes": 1 << 16}
+    return bench.execute(runner, plan, prov, tmp_path / "results")
+
+
+def test_dry_run_verifies_times_and_writes_every_kind_of_row(tmp_path: Path) -> None:
+    results, path = _dry_run(tmp_path, ReferenceBackend())
+    assert path.name == "dry-run-cpu-2026-01-02.json"
+    assert json.loads(path.read_text()) == json.loads(json.dumps(results))
+    assert results["failures"] == [] and results["complete"] is True
+    rows = results["rows"]
+    assert {r["kernel"] for r in rows} == set(bench.KERNELS)
+    copies = {r["bytes"]: r for r in rows if r["kernel"] == "copy"}
+    for row in rows:
+        assert row["median_us"] > 0 and row["copy_us"] > 0
+        assert row["bytes"] == bench.kernel_bytes(row["kernel"], row["M"], row["N"], row["K"], row["block_size"],
+                                                  row["dtype"], row.get("copy_of"))
+        if row["kernel"] != "copy":
+            assert "verified" in row
+            assert copies[2 * (row["bytes"] // 2)]["median_us"] == row["copy_us"]
+    gemv_sweep = sorted(r["M"] for r in rows if r["kernel"] == "gemv" and r["section"] == "sweep")
+    assert gemv_sweep == [1, 2, 8]
+    assert [p["M"] for p in results["crossover"]["points"]] == [1, 2, 8]
+    assert results["replay"]["nodes"] == 5 and results["replay"]["dequant_share"] is not None
+    assert results["provenance"]["torch_compile"] == {"48x64": "torch.compile (aot_eager, dynamic=False)"}
+
+
+@pytest.mark.parametrize("bug,kernel", [("prefill_vec8", "dequant_vec8"), ("prefill_scalar", "dequant_scalar"),
+                                        ("gemv", "gemv")])
+def test_a_wrong_kernel_reports_no_time(tmp_path: Path, bug: str, kernel: str) -> None:
+    results, _ = _dry_run(tmp_path, ReferenceBackend(corrupt=bug), sections=("dequant", "gemv"))
+    assert not [r for r in results["rows"] if r["kernel"] == kernel]
+    failed = {(f["kernel"], f["kind"]) for f in results["failures"]}
+    assert (kernel, "wrong output") in failed
+    assert [r for r in results["rows"] if r["kernel"] == "cublas_bf16"]  # the others still ran
+
+
+def test_a_missing_backend_fails_its_rows_but_not_the_run(tmp_path: Path) -> None:
+    results, _ = _dry_run(tmp_path, None, sections=("dequant", "gemv", "compile"))  # type: ignore[arg-type]
+    kernels = {r["kernel"] for r in results["rows"]}
+    assert {"cublas_bf16", "torch_compile_dequant", "copy"} <= kernels
+    assert not kernels & {"dequant_scalar", "dequant_vec8", "gemv"}
+    assert all("unavailable" in f["message"] for f in results["failures"])
+
+
+def test_the_time_budget_skips_the_remaining_rows(tmp_path: Path) -> None:
+    runner = bench.Runner(torch, ReferenceBackend(), reps=2, warmup=0, budget_s=0.0, started=time.monotonic() - 1,
+                          device="cpu", flush_bytes=1 << 10)
+    runner.dequant_rows(16, 32)
+    assert runner.rows == [] and {f["kind"] for f in runner.failures} == {"skipped"}
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+def _synthetic_results() -> tuple[dict[str, Any], dict[str, str]]:
+    """Rows with chosen times; returns them and each target's expected verdict, computed here."""
+    rows, expected = [], {}
+
+    def add(kernel: str, section: str, m: int | None, n: int, k: int, us: float, copy_us: float) -> dict[str, Any]:
+        row = _row(kernel, m, us, n, k, section, copy_us)
+        rows.append(row)
+        return row
+
+    vec8 = {(17408, 5120): (60.0, 55.7), (4096, 4096): (10.0, 9.4), (6144, 2048): (20.0, 9.0), (2048, 6144): (9.0, 8.0)}
+    scalar = {(4096, 4096): 40.0, (6144, 2048): 30.0, (2048, 6144): 36.0}
+    for (n, k), (us, copy_us) in vec8.items():
+        add("dequant_vec8", "dequant", None, n, k, us, copy_us)
+        floor = 0.9 if (n, k) == (17408, 5120) else 0.8
+        expected[f"vec8 dequant >= {floor:.0%} of copy on {n} x {k}"] = "pass" if copy_us / us >= floor else "FAIL"
+    for (n, k), us in scalar.items():
+        add("dequant_scalar", "dequant", None, n, k, us, vec8[(n, k)][1])
+        expected[f"vec8 >= 3.8x scalar on {n} x {k}"] = "pass" if us / vec8[(n, k)][0] >= 3.8 else "FAIL"
+    add("torch_compile_dequant", "compile", None, 4096, 4096, 33.0, 9.4)
+    gemv = {(17408, 5120): (30.0, 36.0, 25.0), (5120, 17408): (40.0, 60.0, 25.0)}  # M=1 us, M=8 us, copy us
+    for (n, k), (one, eight, copy_us) in gemv.items():
+        add("gemv", "gemv", 1, n, k, one, copy_us)
+        add("gemv", "gemv", 8, n, k, eight, copy_us)
+        add("cublas_bf16", "gemv", 1, n, k, 60.0, 45.0)
+        expected[f"GEMV M=1 >= 80% of copy on {n} x {k}"] = "pass" if copy_us / one >= 0.8 else "FAIL"
+        expected[f"GEMV M=8 <= 1.3x its M=1 time on {n} x {k}"] = "pass" if eight / one <= 1.3 else "FAIL"
+    for m, (g_us, p_us) in {1: (30.0, 90.0), 2: (31.0, 91.0), 4: (33.0, 92.0), 8: (36.0, 95.0)}.items():
+        add("gemv", "sweep", m, 17408, 5120, g_us, 25.0)
+        add("prefill", "sweep", m, 17408, 5120, p_us, 70.0)
+        add("cublas_bf16", "sweep", m, 17408, 5120, p_us - 55.0, 50.0)
+    add("prefill", "sweep", 64, 17408, 5120, 100.0, 80.0)
+    add("prefill", "prefill", 1024, 4096, 4096, 120.0, 30.0)
+    add("cublas_bf16", "prefill", 1024, 4096, 4096, 105.0, 28.0)
+    for n, k in ((17408, 5120), (5120, 17408)):
+        add("dequant_vec8", "replay", None, n, k, 60.0, 55.0)
+        add("cublas_bf16", "replay", 8192, n, k, 1900.0, 300.0)
+        add("prefill", "replay", 8192, n, k, 1965.0, 320.0)
+    model = bench.load_layers(bench.DEFAULT_LAYERS)
+    results = {"provenance": {"gpu": "NVIDIA H200", "date": "2026-11-30", "driver": "580.1", "cuda": "13.0",
+                              "torch": "2.11", "cublas": "13.1.0", "command": "python -m harness bench",
+                              "git_commit": "0123abc", "reps": 100, "warmup": 5, "flush_bytes": 256 << 20},
+               "rows": rows, "failures": [], "complete": True,
+               "crossover": bench.crossover(rows, 17408, 5120, current_max_m=8),
+               "replay": bench.replay_summary(model, rows, 8192)}
+    expected["policy gemv_max_m equals the measured crossover"] = "pass"  # the GEMV wins at every M up to 8
+    return results, expected
+
+
+def test_targets_are_computed_from_the_rows() -> None:
+    results, expected = _synthetic_results()
+    verdicts = {t["target"]: t["status"] for t in bench_report.evaluate_targets(results)}
+    assert verdicts == expected
+    assert "FAIL" in verdicts.values() and "pass" in verdicts.values()  # the fixture exercises both
+
+
+def test_a_target_without_data_is_not_measured() -> None:
+    results, _ = _synthetic_results()
+    results["rows"] = [r for r in results["rows"] if not (r["kernel"] == "gemv" and r["N"] == 5120)]
+    verdicts = {t["target"]: t["status"] for t in bench_report.evaluate_targets(results)}
+    assert verdicts["GEMV M=1 >= 80% of copy on 5120 x 17408"] == "not measured"
+
+
+def test_report_generation_writes_markdown_and_png(tmp_path: Path) -> None:
+    results, expected = _synthetic_results()
+    source = tmp_path / "nvidia-h200-2026-11-30.json"
+    source.write_text(json.dumps(results))
+    md, png = tmp_path / "BENCHMARKS.md", tmp_path / "bandwidth.png"
+    assert bench_report.main([str(source), "--out", str(md), "--png", str(png)]) == 0
+    text = md.read_text()
+    for target, status in expected.items():
+        line = next(x for x in text.splitlines() if x.startswith(f"| {target} |"))
+        assert line.endswith(f"| {status} |"), line
+    share = results["replay"]["dequant_share"]
+    assert f"Dequantization share: {share:.1%}" in text
+    assert "Recommended `Policy.gemv_max_m` = **8**" in text
+    assert "nvidia-h200-2026-11-30.json" in text and "](benchmarks/bandwidth.png)" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert text == bench_report.render_markdown(json.loads(source.read_text()), source.name)  # deterministic
+    assert bench_report.main([str(source), "--out", str(md), "--check"]) == 0
+    md.write_text(text.replace("pass", "PASS", 1))
+    assert bench_report.main([str(source), "--out", str(md), "--check"]) == 1
+
+
+def test_console_summary_lists_rows_and_targets() -> None:
+    results, _ = _synthetic_results()
+    text = bench_report.console_summary(results)
+    assert "dequant_vec8" in text and "targets:" in text and "crossover:" in text and "replay:" in text
+    assert f"{15.2 / 10.0:.2f}x vs ONNX Runtime 1.31.1 vec8 (15.2 us)" in text  # the anchor over our 10 us
+
+
+class RaisingBackend(ReferenceBackend):
+    def dequantize(self, *args: Any) -> None:
+        raise RuntimeError("CUDA error 700 launching nvfp4_dequant_scalar_kernel: an illegal memory access")
+
+
+def test_a_sticky_cuda_error_stops_the_remaining_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = bench.Runner(torch, RaisingBackend(), reps=2, warmup=0, budget_s=1e9, started=time.monotonic(),
+                          device="cpu", flush_bytes=1 << 10)
+    monkeypatch.setattr(runner, "context_usable", lambda: False)
+    runner.dequant_rows(16, 32)
+    assert [f["kind"] for f in runner.failures] == ["error", "skipped"]
+    assert "not run" in runner.failures[1]["message"] and runner.rows == []
+
+
+def test_a_refused_launch_does_not_stop_the_run() -> None:
+    runner = bench.Runner(torch, RaisingBackend(), reps=2, warmup=0, budget_s=1e9, started=time.monotonic(),
+                          device="cpu", flush_bytes=1 << 10)
+    runner.dequant_rows(16, 32)  # on the CPU the "context" stays usable: both kernels are tried
+    assert [f["kind"] for f in runner.failures] == ["error", "error"] and runner.aborted is None
+
+
+def test_provenance_helpers_answer_without_a_gpu() -> None:
+    assert isinstance(bench.driver_version(), str) and bench.driver_version()
+    assert isinstance(bench.cublas_version(), str) and bench.cublas_version()
