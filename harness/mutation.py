@@ -1,0 +1,322 @@
+"""``python -m harness mutate``: plant typical kernel bugs one at a time, expect the suites to fail.
+
+A green suite proves little until it has been seen going red for the bugs it is meant to
+catch. This command copies the project into a temporary folder (the working tree is never
+touched), runs the dispatch suites there once unmutated (they must pass), then for each
+mutation below rewrites one file of the copy, runs
+
+    python -m pytest -m dispatch -x -q -p no:cacheprovider
+
+with ``PYTHONPATH`` pointing at the copy (so the mutated kernels are the ones imported), and
+restores the file. A mutant is *caught* when that run fails. It prints a table and the score
+(caught / planted) and exits 0 only when every mutant was caught.
+
+Each mutation is a literal search/replace on a named file that must match exactly once. When a
+refactor moves the code, the mutation is reported as STALE (an error, never "caught"): update
+its search text. ``suites/test_mutation.py`` checks cheaply that every mutation still applies.
+
+Usage::
+
+    python -m harness mutate                 # all mutations (slow: one suite run each)
+    python -m harness mutate --list          # what would be planted
+    python -m harness mutate --only gemv-bias-after-rounding,k-mod-8-guard-weakened
+    python -m harness mutate --pytest-args="-n 2"   # extra pytest arguments (e.g. xdist)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PYTEST_COMMAND = ("-m", "pytest", "-m", "dispatch", "-x", "-q", "-p", "no:cacheprovider")
+_IGNORED = (".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info",
+            ".benchmarks", ".ruff_cache", "_build", ".tox", "*.pyc")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One planted bug: replace ``search`` (which must occur exactly once) in ``file``."""
+
+    name: str
+    file: str
+    bug: str
+    search: str
+    replace: str
+
+    def apply_to(self, source: str) -> str:
+        """The mutated source; :class:`StaleMutation` unless ``search`` occurs exactly once."""
+        count = source.count(self.search)
+        if count != 1:
+            raise StaleMutation(f"{self.name}: the search text occurs {count} times in {self.file} "
+                                f"(must be exactly once); update the mutation to the current source")
+        return source.replace(self.search, self.replace)
+
+
+class StaleMutation(ValueError):
+    """A mutation whose search text no longer matches its file exactly once."""
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "nibble-swap-scalar", "kernels/reference.py",
+        "scalar dequant reads the high nibble as the even element",
+        "        out[2 * idx] = round_fp32_to(E2M1_TABLE[byte & 0x0F] * scale_lo, dtype)\n"
+        "        out[2 * idx + 1] = round_fp32_to(E2M1_TABLE[byte >> 4] * scale_hi, dtype)\n",
+        "        out[2 * idx] = round_fp32_to(E2M1_TABLE[byte >> 4] * scale_lo, dtype)\n"
+        "        out[2 * idx + 1] = round_fp32_to(E2M1_TABLE[byte & 0x0F] * scale_hi, dtype)\n"),
+    Mutation(
+        "nibble-swap-vec8", "kernels/reference.py",
+        "vec8 dequant reads the high nibble as the even element",
+        "round_fp32_to(E2M1_TABLE[byte & 0x0F] * scale, dtype)\n"
+        "            out[r0:r0 + w.shape[0], :, 2 * pair + 1] = round_fp32_to(E2M1_TABLE[byte >> 4] * scale",
+        "round_fp32_to(E2M1_TABLE[byte >> 4] * scale, dtype)\n"
+        "            out[r0:r0 + w.shape[0], :, 2 * pair + 1] = round_fp32_to(E2M1_TABLE[byte & 0x0F] * scale"),
+    Mutation(
+        "nibble-swap-gemv", "kernels/reference.py",
+        "GEMV decodes the nibbles of each byte in the wrong order",
+        "codes[:, 0::2], codes[:, 1::2] = tile & 0x0F, tile >> 4",
+        "codes[:, 0::2], codes[:, 1::2] = tile >> 4, tile & 0x0F"),
+    Mutation(
+        "scale-index-off-by-one-scalar", "kernels/reference.py",
+        "scalar dequant: a high nibble that starts a new block reads the previous block's scale",
+        "flat_scales[row * nsc + (k_even + 1) // block_size]",
+        "flat_scales[row * nsc + k_even // block_size]"),
+    Mutation(
+        "scale-index-off-by-one-vec8", "kernels/reference.py",
+        "vec8 dequant: the pairs-left counter is one too large, so the scale advances one pair late",
+        "remaining = (block_size * (block + 1) - k_start) // 2",
+        "remaining = (block_size * (block + 1) - k_start) // 2 + 1"),
+    Mutation(
+        "mid-chunk-advance-dropped", "kernels/reference.py",
+        "vec8 dequant only sets the scale at the start of a chunk (block sizes 2..12 cross chunks)",
+        "            block += advance\n",
+        "            block += advance * (pair == 3)\n"),
+    Mutation(
+        "negative-zero-lost", "kernels/reference.py",
+        "rounding to fp16/bf16 turns -0.0 (code 0x8) into +0.0",
+        "out = np.asarray(values, dtype=np.float32).astype(target)",
+        "out = (np.asarray(values, dtype=np.float32) + np.float32(0.0)).astype(target)"),
+    Mutation(
+        "gemv-fp16-accumulation", "kernels/reference.py",
+        "GEMV keeps its running sum in fp16 instead of fp32",
+        "        acc[:, r0:r0 + tile.shape[0]] = accumulate_fp32(a32, np.ascontiguousarray(w_t))\n",
+        "        part = np.zeros((a32.shape[0], tile.shape[0]), dtype=np.float16)\n"
+        "        for kk in range(k):\n"
+        "            part += (a32[:, kk:kk + 1] * w_t[kk]).astype(np.float16)\n"
+        "        acc[:, r0:r0 + tile.shape[0]] = part\n"),
+    Mutation(
+        "k-mod-8-guard-weakened", "kernels/paths.py",
+        "the vec8 guard accepts K % 4 == 0, sending rows of half chunks to the vec8 kernel",
+        "lambda p, c, pol: p.k % 8 == 0,",
+        "lambda p, c, pol: p.k % 4 == 0,"),
+    Mutation(
+        "gemv-bias-after-rounding", "kernels/reference.py",
+        "GEMV rounds the dot product before adding the bias (two roundings instead of one)",
+        "acc = acc + np.asarray(bias).astype(np.float32)",
+        "acc = round_fp32_to(acc, dtype).astype(np.float32) + np.asarray(bias).astype(np.float32)"),
+)
+
+
+@dataclass
+class Outcome:
+    """What happened to one mutant (or to the unmutated baseline)."""
+
+    name: str
+    status: str  # "caught", "SURVIVED", "STALE", "TIMEOUT", "ERROR", "passed" (baseline)
+    seconds: float
+    detail: str
+
+    @property
+    def caught(self) -> bool:
+        return self.status == "caught"
+
+
+def check_definitions(root: Path = PROJECT_ROOT,
+                      mutations: Sequence[Mutation] = MUTATIONS) -> list[str]:
+    """Problems with the mutation table against the sources under ``root`` (empty: all apply)."""
+    problems, seen = [], set()
+    for mutation in mutations:
+        if mutation.name in seen:
+            problems.append(f"{mutation.name}: duplicate name")
+        seen.add(mutation.name)
+        path = root / mutation.file
+        if not path.is_file():
+            problems.append(f"{mutation.name}: {mutation.file} does not exist")
+            continue
+        try:
+            mutated = mutation.apply_to(path.read_text())
+        except StaleMutation as exc:
+            problems.append(str(exc))
+            continue
+        try:
+            compile(mutated, str(path), "exec")
+        except SyntaxError as exc:
+            problems.append(f"{mutation.name}: the mutated {mutation.file} does not compile ({exc})")
+    return problems
+
+
+def copy_project(root: Path, dest: Path) -> Path:
+    """Copy the project (without VCS, virtualenvs and caches) to ``dest``."""
+    shutil.copytree(root, dest, ignore=shutil.ignore_patterns(*_IGNORED), symlinks=True)
+    return dest
+
+
+def _environment(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a same-size mutation in the same second must not reuse a .pyc
+    env.setdefault("HYPOTHESIS_PROFILE", "ci")
+    return env
+
+
+def _first_failure(output: str) -> str:
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line[:160]
+    tail = [line for line in output.splitlines() if line.strip()]
+    return tail[-1][:160] if tail else ""
+
+
+def run_suite(copy: Path, pytest_args: Sequence[str], timeout: float) -> tuple[int | None, str, float]:
+    """Run the dispatch suites in ``copy``: (exit code or None on timeout, output, seconds)."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, *PYTEST_COMMAND, *pytest_args], cwd=copy, env=_environment(copy),
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return None, out, time.monotonic() - start
+    return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start
+
+
+def imports_from(copy: Path) -> str | None:
+    """None when every top-level package of the copy (kernels, harness, ...) imports from the
+    copy rather than from an installed (e.g. editable) version; else what python imported."""
+    packages = sorted(p.name for p in copy.iterdir() if (p / "__init__.py").is_file())
+    if not packages:
+        return None
+    probe = "; ".join(f"import {name}; print({name}.__file__)" for name in packages)
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=copy, env=_environment(copy),
+                          capture_output=True, text=True)
+    paths = proc.stdout.split()
+    if proc.returncode or len(paths) != len(packages) or not all(
+            Path(p).resolve().is_relative_to(copy.resolve()) for p in paths):
+        return proc.stdout + proc.stderr
+    return None
+
+
+def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: Sequence[str] = (),
+        timeout: float = 1800.0, baseline: bool = True, keep: bool = False,
+        log=print) -> tuple[Outcome | None, list[Outcome]]:
+    """Plant each mutation in a temporary copy of ``root`` and run the suites; see the module doc."""
+    workdir = Path(tempfile.mkdtemp(prefix="nvfp4-mutants-"))
+    try:
+        copy = copy_project(root, workdir / root.name)
+        where = imports_from(copy)
+        if where is not None:
+            raise RuntimeError(f"the copy's packages do not shadow the installed ones; python imported:\n{where}")
+        base = None
+        if baseline:
+            log("baseline: running the unmutated suites ...")
+            rc, out, secs = run_suite(copy, pytest_args, timeout)
+            base = Outcome("(none: baseline)", "passed" if rc == 0 else "ERROR", secs,
+                           "" if rc == 0 else f"exit {rc}: {_first_failure(out)}")
+            if rc != 0:
+                return base, []
+        outcomes = []
+        for mutation in mutations:
+            target = copy / mutation.file
+            original = target.read_text() if target.is_file() else None
+            try:
+                if original is None:
+                    raise StaleMutation(f"{mutation.file} does not exist")
+                target.write_text(mutation.apply_to(original))
+            except StaleMutation as exc:
+                outcomes.append(Outcome(mutation.name, "STALE", 0.0, str(exc)))
+                log(f"{mutation.name}: STALE")
+                continue
+            try:
+                rc, out, secs = run_suite(copy, pytest_args, timeout)
+            finally:
+                target.write_text(original)
+            if rc is None:
+                status, detail = "TIMEOUT", f"no verdict within {timeout:.0f} s"
+            elif rc in (1, 2):  # tests failed, or collection/import failed: the suite went red
+                status, detail = "caught", _first_failure(out)
+            elif rc == 0:
+                status, detail = "SURVIVED", "every dispatch test passed with the bug planted"
+            else:
+                status, detail = "ERROR", f"pytest exit {rc}: {_first_failure(out)}"
+            outcomes.append(Outcome(mutation.name, status, secs, detail))
+            log(f"{mutation.name}: {status} ({secs:.1f} s)")
+        return base, outcomes
+    finally:
+        if keep:
+            log(f"kept the copy in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def format_table(outcomes: Sequence[Outcome], mutations: Sequence[Mutation]) -> str:
+    bugs = {m.name: m for m in mutations}
+    rows = [("mutant", "file", "result", "time", "caught by / why")]
+    for o in outcomes:
+        rows.append((o.name, bugs[o.name].file if o.name in bugs else "", o.status, f"{o.seconds:.1f}s", o.detail))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 15)
+    caught = sum(o.caught for o in outcomes)
+    lines.append(f"\nscore: {caught} / {len(outcomes)} mutants caught")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness mutate", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that every mutation applies to the current sources")
+    parser.add_argument("--only", default="", help="comma-separated mutation names to plant")
+    parser.add_argument("--pytest-args", default="", help="extra pytest arguments, e.g. '-n 2'")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per suite run (default 1800)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
+    parser.add_argument("--root", type=Path, default=PROJECT_ROOT, help="project to copy (default: this one)")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+
+    mutations = list(MUTATIONS)
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(wanted) - {m.name for m in mutations})
+        if unknown:
+            parser.error(f"unknown mutation(s) {unknown}; see --list")
+        mutations = [m for m in mutations if m.name in wanted]
+    if args.list:
+        width = max(len(m.name) for m in mutations)
+        for m in mutations:
+            print(f"{m.name:<{width}}  {m.file:<22}  {m.bug}")
+        return 0
+    problems = check_definitions(args.root, mutations)
+    if args.check or problems:
+        for problem in problems:
+            print(f"STALE: {problem}", file=sys.stderr)
+        print(f"{len(mutations) - len(problems)} of {len(mutations)} mutations apply to {args.root}")
+        return 1 if problems else 0
+    base, outcomes = run(mutations, args.root, shlex.split(args.pytest_args), args.timeout,
+                         baseline=not args.no_baseline, keep=args.keep)
+    if base is not None and base.status != "passed":
+        print(f"the unmutated suites fail ({base.detail}); fix them before measuring mutants", file=sys.stderr)
+        return 2
+    print()
+    print(format_table(outcomes, mutations))
+    return 0 if outcomes and all(o.caught for o in outcomes) else 1

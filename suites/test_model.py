@@ -1,0 +1,79 @@
+"""Level 3 of the bitwise evidence: greedy generation of a tiny NVFP4 language model.
+
+The SHA-256 of the 32 generated token ids is a golden (key ``cpu`` on the CPU backend, the GPU
+environment key on a GPU), and it must not depend on which prefill kernel ran the prompt.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from harness import shapes
+from harness.model import PROMPT, ModelConfig, TinyCausalLM, generate, model_fingerprint
+from harness.verify import assert_bitwise_equal, tensor_sha256
+from kernels.paths import Policy
+
+pytestmark = pytest.mark.dispatch
+
+STEPS = 32
+CONFIG = ModelConfig()
+BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+
+
+@functools.lru_cache(maxsize=2)
+def model_on(device: str) -> TinyCausalLM:
+    return TinyCausalLM(CONFIG, device)
+
+
+def _device(backend: str) -> str:
+    if backend == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+    return backend
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_greedy_tokens_are_golden_and_independent_of_the_prefill_path(backend: str, golden) -> None:
+    model = model_on(_device(backend))
+    runs = {}
+    for path in ("prefill_vec8", "prefill_scalar"):
+        with shapes.dispatch_events() as events:
+            runs[path] = generate(model, PROMPT, STEPS, Policy(force_path=path))
+        matmuls = [e for e in events if e.op == "matmul"]
+        per_forward = sum(1 for _ in model.linears())
+        prefill, decode = matmuls[:per_forward], matmuls[per_forward:]
+        assert {(e.path, e.m, e.forced) for e in prefill} == {(path, len(PROMPT), True)}, (
+            "the prompt's forward pass must run every linear through the forced prefill path")
+        assert len(decode) == per_forward * (STEPS - 1)
+        assert {(e.path, e.m) for e in decode} == {("gemv", 1)}, "decode steps must take the GEMV"
+        assert {e.backend for e in matmuls} == {backend}
+    vec8, scalar = runs["prefill_vec8"], runs["prefill_scalar"]
+    assert_bitwise_equal(vec8.prefill_logits, scalar.prefill_logits, "prompt logits, vec8 vs scalar prefill")
+    assert vec8.tokens == scalar.tokens
+    unforced = generate(model, PROMPT, STEPS)  # the default policy's own choice
+    assert unforced.tokens == vec8.tokens
+    assert len(vec8.tokens) == STEPS and all(0 <= t < CONFIG.vocab for t in vec8.tokens)
+    ids = np.array(vec8.tokens, dtype=np.int64)
+    golden.check(f"model/tiny-lm-{model_fingerprint(CONFIG)}/greedy-{STEPS}", ids, key=golden.key_for(backend))
+
+
+def test_the_model_is_sensitive_to_its_nvfp4_weights() -> None:
+    """A golden of token ids is only evidence if the ids move when the weights do: flipping
+    one nibble of the lm_head changes the prompt's logits."""
+    model = TinyCausalLM(CONFIG, "cpu")
+    before = generate(model, PROMPT, 1)
+    model.lm_head.packed[0, 0] ^= 0x07
+    after = generate(model, PROMPT, 1)
+    assert tensor_sha256(before.prefill_logits) != tensor_sha256(after.prefill_logits)
+
+
+def test_config_refuses_shapes_that_would_never_reach_the_gemv() -> None:
+    with pytest.raises(ValueError, match="multiple of 32"):
+        ModelConfig(hidden=48, heads=4)
+    with pytest.raises(ValueError, match="block_size 16"):
+        ModelConfig(block_size=32)

@@ -1,0 +1,84 @@
+"""The mutation table still applies to the current sources, and the runner scores correctly.
+
+The full mutation run (``python -m harness mutate``) runs the dispatch suites once per mutant
+and is a separate, slow command; these checks are cheap.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import mutation
+from harness.mutation import MUTATIONS, Mutation, StaleMutation
+
+REQUIRED_BUGS = ("nibble-swap", "scale-index-off-by-one", "mid-chunk-advance-dropped", "negative-zero-lost",
+                 "gemv-fp16-accumulation", "k-mod-8-guard-weakened", "gemv-bias-after-rounding")
+
+
+@pytest.mark.parametrize("m", MUTATIONS, ids=lambda m: m.name)
+def test_each_mutation_applies_exactly_once_and_compiles(m: Mutation) -> None:
+    problems = mutation.check_definitions(mutation.PROJECT_ROOT, [m])
+    assert problems == [], problems
+    source = (mutation.PROJECT_ROOT / m.file).read_text()
+    assert m.apply_to(source) != source
+    assert m.file.startswith("kernels/"), "mutations plant bugs in the operator, not in the harness"
+
+
+def test_the_table_covers_every_required_bug_class() -> None:
+    names = [m.name for m in MUTATIONS]
+    assert len(names) == len(set(names))
+    for bug in REQUIRED_BUGS:
+        assert any(name.startswith(bug) for name in names), f"no mutation for {bug}"
+
+
+def test_a_stale_pattern_is_an_error_not_a_catch() -> None:
+    m = Mutation("demo", "x.py", "demo", "a = 1", "a = 2")
+    with pytest.raises(StaleMutation, match="occurs 0 times"):
+        m.apply_to("b = 1\n")
+    with pytest.raises(StaleMutation, match="occurs 2 times"):
+        m.apply_to("a = 1\na = 1\n")
+
+
+def _toy_project(root: Path) -> Path:
+    (root / "toy").mkdir(parents=True)
+    (root / "toy" / "__init__.py").write_text("def add(a, b):\n    return a + b\n\ndef unused():\n    return 0\n")
+    (root / "suites").mkdir()
+    (root / "suites" / "test_toy.py").write_text(textwrap.dedent("""
+        import pytest
+        from toy import add
+        pytestmark = pytest.mark.dispatch
+        def test_add():
+            assert add(2, 3) == 5
+    """))
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    dispatch: toy\n")
+    return root
+
+
+def test_runner_scores_caught_survived_and_stale_mutants_in_a_copy(tmp_path: Path) -> None:
+    root = _toy_project(tmp_path / "toyproject")
+    toys = [
+        Mutation("add-sub", "toy/__init__.py", "adds wrongly", "return a + b", "return a - b"),
+        Mutation("dead-code", "toy/__init__.py", "changes unused code", "return 0", "return 1"),
+        Mutation("stale", "toy/__init__.py", "matches nothing", "return a * b", "return a"),
+    ]
+    lines: list[str] = []
+    base, outcomes = mutation.run(toys, root, ["-p", "no:randomly"], timeout=120, log=lines.append)
+    assert base is not None and base.status == "passed"
+    assert [(o.name, o.status) for o in outcomes] == [("add-sub", "caught"), ("dead-code", "SURVIVED"),
+                                                     ("stale", "STALE")]
+    assert "test_add" in outcomes[0].detail
+    table = mutation.format_table(outcomes, toys)
+    assert "score: 1 / 3 mutants caught" in table
+    assert (root / "toy" / "__init__.py").read_text().count("return a + b") == 1, "the original is never touched"
+
+
+def test_cli_list_and_check(capsys: pytest.CaptureFixture[str]) -> None:
+    assert mutation.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(m.name in listed for m in MUTATIONS)
+    assert mutation.main(["--check"]) == 0
+    with pytest.raises(SystemExit):
+        mutation.main(["--only", "no-such-mutant"])
