@@ -425,6 +425,28 @@ def _on_device(x: Any, device: Any) -> Any:
     return x if _is_torch(x) and x.is_cuda else _numpy_to_torch(_to_numpy(x), device)
 
 
+@contextmanager
+def _fp32_reduction() -> Iterator[None]:
+    """Keep cuBLAS's split-K reductions in fp32 for the prefill GEMM, as the contract says.
+
+    torch lets cuBLAS reduce fp16/bf16 partial sums in reduced precision by default; the
+    flags are process-wide, so they are set for the duration of the call and restored.
+    """
+    import torch
+
+    flags = torch.backends.cuda.matmul
+    names = [n for n in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+             if hasattr(flags, n)]
+    saved = {n: getattr(flags, n) for n in names}
+    try:
+        for n in names:
+            setattr(flags, n, False)
+        yield
+    finally:
+        for n, v in saved.items():
+            setattr(flags, n, v)
+
+
 def _cuda_dequantize(path: str, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int,
                      dtype: str, device: Any, out: Any | None) -> Any:
     import torch
@@ -459,7 +481,8 @@ def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: A
     elif path in ("prefill_vec8", "prefill_scalar"):
         scratch = torch.empty((n, k), dtype=a_dev.dtype, device=device)
         cuda_backend.dequantize(path, b_dev, s_dev, g_dev, block_size, scratch)
-        y = torch.matmul(a_dev, scratch.t())
+        with _fp32_reduction():
+            y = torch.matmul(a_dev, scratch.t())
         if bias_dev is not None:
             y = y + bias_dev
     else:
