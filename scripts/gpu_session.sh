@@ -30,9 +30,7 @@ fi
 
 if [[ $phase == bench || $phase == all ]]; then
   step bench
-  python3 -m harness bench --out benchmarks/results 2>&1 | tee "$OUT/bench.log" | tail -80 || status=1
-  newest=$(ls -t benchmarks/results/*.json 2>/dev/null | head -1)
-  [[ -n $newest ]] && python3 -m harness bench-report "$newest"
-  tar czf "$OUT/bench.tgz" benchmarks BENCHMARKS.md 2>/dev/null
+  python3 -m harness bench --out benchmarks/results --git-commit "${NVFP4_GIT_COMMIT:-unknown}" 2>&1 | tee "$OUT/bench.log" | tail -80 || status=1
+  tar czf "$OUT/bench.tgz" benchmarks/results
 fi
 exit $status
