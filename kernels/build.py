@@ -1,0 +1,199 @@
+"""Build the CUDA kernels (kernels/cuda/*.cu) with plain nvcc into one cached shared library.
+
+Why plain nvcc and not torch's cpp_extension: a cold ``load_inline`` took 24 s against 2.3 s for
+nvcc on a small file (DESIGN.md section 5), and the library needs no Python C API at all: it
+exports ``extern "C"`` launchers that :mod:`kernels.cuda_backend` calls through ctypes.
+
+The library is cached under ``$NVFP4_BUILD_DIR`` (default ``~/.cache/nvfp4-harness/``), named by
+a SHA-256 of the sources, the flags and ``nvcc --version``, so any change rebuilds and parallel
+pytest-xdist workers never see a half-written file (build to a temporary name, then
+``os.replace``). The CUDA runtime is linked statically (``-cudart static``) so the library loads
+on a machine without a GPU driver, which lets CPU CI check its exported symbols.
+
+Extra targets (e.g. Blackwell): set ``NVFP4_CUDA_ARCHS="sm_90,sm_100,sm_120"`` or pass
+``archs=`` to :func:`build_library`. The default is ``sm_90`` (H100/H200).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+CUDA_SOURCE_DIR = Path(__file__).resolve().parent / "cuda"
+DEFAULT_ARCHS: tuple[str, ...] = ("sm_90",)
+#: Never --use_fast_math / -ftz=true: the exact decode depends on fp32 subnormals (DESIGN.md s.1).
+BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC",
+                               "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")
+LIBRARY_EXPORTS: tuple[str, ...] = (
+    "nvfp4_launch_dequant_scalar",
+    "nvfp4_launch_dequant_vec8",
+    "nvfp4_launch_gemv",
+    "nvfp4_gemv_splits",
+    "nvfp4_launch_fp4_probe",
+    "nvfp4_error_string",
+)
+
+
+class NvccNotFound(RuntimeError):
+    """nvcc is not installed or not on the PATH / under CUDA_HOME."""
+
+
+class BuildError(RuntimeError):
+    """nvcc failed; the message carries its command line and output."""
+
+
+def find_nvcc() -> str:
+    """Path of nvcc: ``$CUDA_HOME/bin/nvcc`` (or ``$CUDA_PATH``), then the PATH, then /usr/local/cuda."""
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(env)
+        if root:
+            candidate = Path(root) / "bin" / "nvcc"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    fallback = Path("/usr/local/cuda/bin/nvcc")
+    if fallback.is_file() and os.access(fallback, os.X_OK):
+        return str(fallback)
+    raise NvccNotFound(
+        "nvcc (the CUDA compiler) was not found. Install the CUDA toolkit 12.8 or newer "
+        "(e.g. `apt-get install cuda-nvcc-13-0`, or the `nvidia-cuda-nvcc` wheel), then put its "
+        "bin/ directory on PATH or set CUDA_HOME to the toolkit root (the directory holding bin/nvcc)."
+    )
+
+
+def nvcc_version(nvcc: str | None = None) -> str:
+    """The full ``nvcc --version`` text (part of the cache key)."""
+    nvcc = nvcc or find_nvcc()
+    result = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BuildError(f"`{nvcc} --version` failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def source_files(source_dir: Path | None = None) -> list[Path]:
+    """The .cu and .cuh files that make up the library, in a stable order."""
+    root = Path(source_dir) if source_dir is not None else CUDA_SOURCE_DIR
+    files = sorted(list(root.glob("*.cu")) + list(root.glob("*.cuh")) + list(root.glob("*.h")))
+    if not any(f.suffix == ".cu" for f in files):
+        raise BuildError(f"no .cu sources found in {root}; the package data kernels/cuda/*.cu is missing")
+    return files
+
+
+def resolve_archs(archs: tuple[str, ...] | list[str] | None = None) -> tuple[str, ...]:
+    """Targets from the argument, else ``$NVFP4_CUDA_ARCHS`` (comma separated), else sm_90."""
+    if archs is None:
+        env = os.environ.get("NVFP4_CUDA_ARCHS", "").strip()
+        archs = tuple(a.strip() for a in env.split(",") if a.strip()) or DEFAULT_ARCHS
+    out = []
+    for arch in archs:
+        if not arch.startswith("sm_") or not arch[3:].rstrip("af").isdigit():
+            raise ValueError(f"CUDA target {arch!r} is not of the form sm_XY (e.g. sm_90, sm_100, sm_120)")
+        out.append(arch)
+    return tuple(out)
+
+
+def gencode_flags(archs: tuple[str, ...]) -> list[str]:
+    """-gencode flags: machine code for every target plus PTX of the first (for newer GPUs)."""
+    flags = []
+    for arch in archs:
+        num = arch[3:]
+        flags.append(f"-gencode=arch=compute_{num},code={arch}")
+    first = archs[0][3:]
+    flags.append(f"-gencode=arch=compute_{first},code=compute_{first}")
+    return flags
+
+
+def library_flags(archs: tuple[str, ...]) -> list[str]:
+    """Every nvcc flag used for the shared library (part of the cache key)."""
+    return [*BASE_FLAGS, *gencode_flags(archs), "-shared", "-cudart", "static"]
+
+
+def cache_key(sources: list[Path], flags: list[str], version: str) -> str:
+    """SHA-256 over the source names and bytes, the flags and the nvcc version text."""
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.name.encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    digest.update("\0".join(flags).encode() + b"\0")
+    digest.update(version.encode())
+    return digest.hexdigest()
+
+
+def build_dir() -> Path:
+    """The cache directory: ``$NVFP4_BUILD_DIR`` or ``~/.cache/nvfp4-harness``."""
+    return Path(os.environ.get("NVFP4_BUILD_DIR") or Path.home() / ".cache" / "nvfp4-harness")
+
+
+def _run_nvcc(cmd: list[str], what: str) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BuildError(f"nvcc failed building {what} (exit {result.returncode}).\n"
+                         f"command: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+
+
+def build_library(archs: tuple[str, ...] | list[str] | None = None, *,
+                  source_dir: Path | None = None, cache_dir: Path | None = None) -> Path:
+    """Compile every .cu into one shared library (cached); returns its path.
+
+    Raises :class:`NvccNotFound` when nvcc is missing and :class:`BuildError` when it fails.
+    """
+    nvcc = find_nvcc()
+    targets = resolve_archs(archs)
+    sources = source_files(source_dir)
+    flags = library_flags(targets)
+    key = cache_key(sources, flags, nvcc_version(nvcc))
+    out_dir = Path(cache_dir) if cache_dir is not None else build_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"libnvfp4_{key[:24]}.so"
+    if target.is_file():
+        return target
+    cu_files = [str(s) for s in sources if s.suffix == ".cu"]
+    include = str(sources[0].parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=out_dir)
+    os.close(fd)
+    try:
+        _run_nvcc([nvcc, *flags, f"-I{include}", "-o", tmp_name, *cu_files], "the shared library")
+        os.replace(tmp_name, target)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return target
+
+
+def compile_objects(kind: str = "cubin", arch: str = "sm_90", *, source_dir: Path | None = None,
+                    out_dir: Path | None = None) -> dict[str, Path]:
+    """Compile each .cu separately to a cubin (or a relocatable object, kind="obj") for one
+    target, for SASS inspection with ``cuobjdump --dump-sass``. Returns {source stem: path}."""
+    if kind not in ("cubin", "obj"):
+        raise ValueError(f"kind must be 'cubin' or 'obj', got {kind!r}")
+    nvcc = find_nvcc()
+    (target,) = resolve_archs([arch])
+    sources = source_files(source_dir)
+    flags = [*BASE_FLAGS, f"-arch={target}"]
+    key = cache_key(sources, [*flags, kind], nvcc_version(nvcc))
+    root = Path(out_dir) if out_dir is not None else build_dir() / f"objects_{key[:24]}"
+    root.mkdir(parents=True, exist_ok=True)
+    include = str(sources[0].parent)
+    results = {}
+    for src in sources:
+        if src.suffix != ".cu":
+            continue
+        dest = root / f"{src.stem}.{'cubin' if kind == 'cubin' else 'o'}"
+        if not dest.is_file():
+            fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=root)
+            os.close(fd)
+            mode = ["-cubin"] if kind == "cubin" else ["-c"]
+            try:
+                _run_nvcc([nvcc, *flags, *mode, f"-I{include}", "-o", tmp_name, str(src)], src.name)
+                os.replace(tmp_name, dest)
+            finally:
+                if os.path.exists(tmp_name):
+                    os.unlink(tmp_name)
+        results[src.stem] = dest
+    return results

@@ -1,0 +1,247 @@
+"""The CUDA backend: the nvcc-built kernel library loaded with ctypes.
+
+Launchers take raw device pointers, sizes and the current torch CUDA stream, and return a
+``cudaError_t``; a non-zero one becomes a RuntimeError naming the kernel and CUDA's error string.
+Nothing here synchronises the device: the global scale stays in device memory and is read by the
+kernels themselves.
+
+Inputs are validated before any launch (ValueError / TypeError saying what to fix), so a bad
+call never reaches a kernel: in particular the vec8 preconditions (K % 8 == 0, even block size,
+packed data 4-byte aligned, output 16-byte aligned) are re-checked here even though the
+dispatcher already routes misaligned views to the scalar kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+import numpy as np
+
+#: dispatch path -> the CUDA kernel function it launches (a fragment the profiler's name contains)
+KERNEL_NAMES: dict[str, str] = {
+    "prefill_vec8": "nvfp4_dequant_vec8_kernel",
+    "prefill_scalar": "nvfp4_dequant_scalar_kernel",
+    "gemv": "nvfp4_gemv_kernel",
+}
+#: the extra kernel a split-K GEMV launches after nvfp4_gemv_kernel
+GEMV_FINALIZE_KERNEL = "nvfp4_gemv_splitk_finalize_kernel"
+PROBE_KERNEL = "nvfp4_fp4_probe_kernel"
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_available: tuple[bool, str] | None = None
+
+_P = ctypes.c_void_p
+_I32 = ctypes.c_int32
+_I64 = ctypes.c_int64
+_SIGNATURES: dict[str, tuple[type, list[type]]] = {
+    "nvfp4_launch_dequant_scalar": (ctypes.c_int, [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_launch_dequant_vec8": (ctypes.c_int, [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _I32, _P]),
+    "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
+    "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
+    "nvfp4_error_string": (ctypes.c_char_p, [ctypes.c_int]),
+}
+
+
+def load_library(path: str | None = None) -> ctypes.CDLL:
+    """Build (cached) and load the kernel library, with argument types set for every launcher."""
+    global _lib
+    with _lock:
+        if _lib is not None and path is None:
+            return _lib
+        if path is None:
+            from kernels import build
+
+            path = str(build.build_library())
+        lib = ctypes.CDLL(path)
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        _lib = lib
+        return lib
+
+
+def available() -> tuple[bool, str]:
+    """(True, "") when torch sees a CUDA GPU and the library builds and loads; else (False, why)."""
+    global _available
+    if _available is not None:
+        return _available
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a dependency
+        _available = (False, f"PyTorch is not importable ({exc})")
+        return _available
+    if not torch.cuda.is_available():
+        _available = (False, "torch.cuda.is_available() is False: no CUDA GPU or driver on this machine")
+        return _available
+    try:
+        load_library()
+    except Exception as exc:  # noqa: BLE001 - any build/load failure makes the backend unavailable
+        _available = (False, f"the CUDA kernel library could not be built or loaded: {exc}")
+        return _available
+    _available = (True, "")
+    return _available
+
+
+def _check(err: int, kernel: str) -> None:
+    if err != 0:
+        text = load_library().nvfp4_error_string(err)
+        raise RuntimeError(f"CUDA error {err} launching {kernel}: "
+                           f"{text.decode() if text else 'unknown error'}")
+
+
+def _stream(tensor: Any) -> int:
+    import torch
+
+    return int(torch.cuda.current_stream(tensor.device).cuda_stream)
+
+
+def _require_cuda(name: str, t: Any, device: Any) -> None:
+    import torch
+
+    if not isinstance(t, torch.Tensor) or not t.is_cuda:
+        raise TypeError(f"{name} must be a CUDA torch tensor, got {type(t).__name__}"
+                        f"{'' if not isinstance(t, torch.Tensor) else ' on ' + str(t.device)}")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device} but the output is on {device}; move it with .to()")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous; pass {name}.contiguous()")
+
+
+def _dtype_flag(t: Any, name: str) -> int:
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return 1
+    if t.dtype == torch.float16:
+        return 0
+    raise TypeError(f"{name} must be float16 or bfloat16, got {t.dtype}")
+
+
+def _check_weights(packed: Any, scales: Any, g: Any, block_size: int, n: int, k: int, device: Any) -> None:
+    import torch
+
+    _require_cuda("packed", packed, device)
+    _require_cuda("scales", scales, device)
+    _require_cuda("g", g, device)
+    if packed.dtype != torch.uint8 or tuple(packed.shape) != (n, k // 2):
+        raise ValueError(f"packed must be uint8 [N, K/2] = [{n}, {k // 2}], got {packed.dtype} "
+                         f"{list(packed.shape)}")
+    nsc = -(-k // block_size)
+    if scales.dtype != torch.uint8 or tuple(scales.shape) != (n, nsc):
+        raise ValueError(f"scales must be uint8 [N, ceil(K/block_size)] = [{n}, {nsc}], got "
+                         f"{scales.dtype} {list(scales.shape)}")
+    if g.dtype != torch.float32 or g.numel() != 1:
+        raise ValueError(f"g must be a one-element float32 CUDA tensor, got {g.dtype} with {g.numel()} elements")
+
+
+def dequantize(path: str, packed: Any, scales: Any, g: Any, block_size: int, out: Any) -> None:
+    """Dequantize ``packed`` [N, K/2] with ``scales`` and the device scalar ``g`` into ``out`` [N, K].
+
+    ``path`` is ``"prefill_vec8"`` or ``"prefill_scalar"``. Launches on the current stream and
+    returns without synchronising.
+    """
+    if path not in ("prefill_vec8", "prefill_scalar"):
+        raise ValueError(f"path must be 'prefill_vec8' or 'prefill_scalar', got {path!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size <= 0:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    import torch
+
+    if not isinstance(out, torch.Tensor) or not out.is_cuda:
+        raise TypeError("out must be a CUDA torch tensor of dtype float16 or bfloat16")
+    if out.dim() != 2:
+        raise ValueError(f"out must be 2-D [N, K], got shape {list(out.shape)}")
+    n, k = int(out.shape[0]), int(out.shape[1])
+    _require_cuda("out", out, out.device)
+    bf16 = _dtype_flag(out, "out")
+    _check_weights(packed, scales, g, int(block_size), n, k, out.device)
+    if n == 0 or k == 0:
+        return
+    lib = load_library()
+    if path == "prefill_vec8":
+        problems = []
+        if k % 8:
+            problems.append(f"K % 8 == 0 (K={k})")
+        if block_size % 2:
+            problems.append(f"an even block_size (got {block_size})")
+        if packed.data_ptr() % 4:
+            problems.append(f"packed 4-byte aligned (address {packed.data_ptr():#x})")
+        if out.data_ptr() % 16:
+            problems.append(f"out 16-byte aligned (address {out.data_ptr():#x})")
+        if problems:
+            raise ValueError("the vec8 kernel needs " + ", ".join(problems) +
+                             "; use path='prefill_scalar' (the dispatcher does this automatically)")
+        err = lib.nvfp4_launch_dequant_vec8(packed.data_ptr(), scales.data_ptr(), g.data_ptr(),
+                                            out.data_ptr(), n, k, int(block_size), bf16, 0, _stream(out))
+    else:
+        err = lib.nvfp4_launch_dequant_scalar(packed.data_ptr(), scales.data_ptr(), g.data_ptr(),
+                                              out.data_ptr(), n, k, int(block_size), bf16, _stream(out))
+    _check(err, KERNEL_NAMES[path])
+
+
+def _aligned(t: Any, alignment: int) -> Any:
+    """``t`` itself when its data is ``alignment``-byte aligned, else an aligned copy (fresh
+    allocations from the caching allocator are 512-byte aligned)."""
+    return t if t.data_ptr() % alignment == 0 else t.clone()
+
+
+def gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any) -> None:
+    """out[M, N] = a[M, K] @ W^T (+ bias) with the fused decode GEMV; 1 <= M <= 8, block_size 16,
+    K % 32 == 0. fp32 accumulation; the bias is added in fp32 before the single rounding."""
+    import torch
+
+    if not isinstance(out, torch.Tensor) or not out.is_cuda:
+        raise TypeError("out must be a CUDA torch tensor of dtype float16 or bfloat16")
+    device = out.device
+    _require_cuda("a", a, device)
+    _require_cuda("out", out, device)
+    if a.dim() != 2 or out.dim() != 2:
+        raise ValueError(f"a must be [M, K] and out [M, N]; got {list(a.shape)} and {list(out.shape)}")
+    m, k = int(a.shape[0]), int(a.shape[1])
+    n = int(out.shape[1])
+    if int(out.shape[0]) != m:
+        raise ValueError(f"out must have M={m} rows, got {list(out.shape)}")
+    if not 1 <= m <= 8:
+        raise ValueError(f"the GEMV takes 1 <= M <= 8 activation rows, got M={m}; use the prefill path")
+    if k % 32:
+        raise ValueError(f"the GEMV needs K % 32 == 0, got K={k}; use the prefill path")
+    bf16 = _dtype_flag(a, "a")
+    if out.dtype != a.dtype:
+        raise TypeError(f"out must have a's dtype {a.dtype}, got {out.dtype}")
+    _check_weights(packed, scales, g, 16, n, k, device)
+    if bias is not None:
+        _require_cuda("bias", bias, device)
+        if bias.dtype != a.dtype or tuple(bias.shape) != (n,):
+            raise ValueError(f"bias must be [{n}] of dtype {a.dtype}, got {bias.dtype} {list(bias.shape)}")
+    if n == 0 or k == 0:
+        return
+    lib = load_library()
+    a_ = _aligned(a, 16)
+    packed_ = _aligned(packed, 16)
+    scales_ = _aligned(scales, 2)
+    splits = int(lib.nvfp4_gemv_splits(n, k))
+    workspace = None
+    if splits > 1:
+        workspace = torch.empty(splits * m * n, dtype=torch.float32, device=device)
+    err = lib.nvfp4_launch_gemv(a_.data_ptr(), packed_.data_ptr(), scales_.data_ptr(), g.data_ptr(),
+                                None if bias is None else bias.data_ptr(), out.data_ptr(),
+                                None if workspace is None else workspace.data_ptr(),
+                                m, n, k, bf16, splits, _stream(out))
+    _check(err, KERNEL_NAMES["gemv"])
+
+
+def fp4x2_to_halfraw2_table() -> np.ndarray:
+    """uint16 [256, 2]: row b = the fp16 bits (x, y) NVIDIA's ``__nv_cvt_fp4x2_to_halfraw2(b,
+    __NV_E2M1)`` returns on the GPU (x from the low nibble, y from the high one)."""
+    import torch
+
+    ok, why = available()
+    if not ok:
+        raise RuntimeError(f"the fp4 probe needs the CUDA backend: {why}")
+    out = torch.empty(512, dtype=torch.int16, device="cuda")
+    _check(load_library().nvfp4_launch_fp4_probe(out.data_ptr(), _stream(out)), PROBE_KERNEL)
+    return out.cpu().numpy().view(np.uint16).reshape(256, 2).copy()

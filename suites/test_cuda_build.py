@@ -1,0 +1,123 @@
+"""CPU-CI tests of kernels.build: nvcc compiles every kernel, the cache key tracks sources, flags
+and compiler, a missing nvcc gives an error that says what to do, and the library exports every
+launcher (loading it needs no GPU: the CUDA runtime is linked statically)."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernels import build
+
+try:
+    NVCC = build.find_nvcc()
+except build.NvccNotFound:
+    NVCC = None
+
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (set CUDA_HOME or put "
+                                                     "the CUDA toolkit's bin/ on PATH)")
+
+
+@pytest.fixture(scope="session")
+def library(tmp_path_factory) -> Path:
+    if NVCC is None:
+        pytest.skip("nvcc is not installed (set CUDA_HOME or put the CUDA toolkit's bin/ on PATH)")
+    return build.build_library()
+
+
+@needs_nvcc
+def test_library_builds_and_is_cached(library: Path) -> None:
+    assert library.is_file() and library.stat().st_size > 0
+    assert build.build_library() == library  # second call: the cached file, no rebuild
+    assert not list(library.parent.glob(library.name + ".*.tmp")), "temporary build files left behind"
+
+
+@needs_nvcc
+def test_library_exports_every_launcher(library: Path) -> None:
+    lib = ctypes.CDLL(str(library))  # must load without a GPU or driver
+    for name in build.LIBRARY_EXPORTS:
+        assert hasattr(lib, name), f"{name} is not exported by {library.name}"
+    nm = shutil.which("nm")
+    if nm:
+        symbols = subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True,
+                                 text=True, check=True).stdout
+        for name in build.LIBRARY_EXPORTS:
+            assert f" T {name}" in symbols
+        assert "cudaGetErrorString" not in symbols.replace("nvfp4_error_string", ""), \
+            "libcudart should be linked statically, not exported"
+
+
+@needs_nvcc
+def test_error_string_comes_from_the_static_runtime(library: Path) -> None:
+    lib = ctypes.CDLL(str(library))
+    lib.nvfp4_error_string.restype = ctypes.c_char_p
+    lib.nvfp4_error_string.argtypes = [ctypes.c_int]
+    assert b"invalid argument" in lib.nvfp4_error_string(1)
+
+
+@needs_nvcc
+def test_every_source_compiles_to_a_cubin(tmp_path: Path) -> None:
+    objects = build.compile_objects("cubin", "sm_90", out_dir=tmp_path)
+    stems = {p.stem for p in build.source_files() if p.suffix == ".cu"}
+    assert set(objects) == stems and stems >= {"dequant", "gemv", "fp4_probe"}
+    for path in objects.values():
+        assert path.stat().st_size > 0
+
+
+def _sources(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(build.CUDA_SOURCE_DIR, src)
+    return src
+
+
+def test_cache_key_tracks_sources_flags_and_compiler(tmp_path: Path) -> None:
+    src = _sources(tmp_path)
+    files = build.source_files(src)
+    flags = build.library_flags(("sm_90",))
+    key = build.cache_key(files, flags, "nvcc 13.0")
+    assert key == build.cache_key(build.source_files(src), flags, "nvcc 13.0")
+    assert key != build.cache_key(files, build.library_flags(("sm_90", "sm_120")), "nvcc 13.0")
+    assert key != build.cache_key(files, flags, "nvcc 13.1")
+    header = src / "nvfp4_common.cuh"
+    header.write_text(header.read_text() + "\n// edited\n")
+    assert key != build.cache_key(build.source_files(src), flags, "nvcc 13.0")
+
+
+def test_archs_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NVFP4_CUDA_ARCHS", "sm_90, sm_100,sm_120")
+    assert build.resolve_archs() == ("sm_90", "sm_100", "sm_120")
+    flags = build.gencode_flags(build.resolve_archs())
+    assert "-gencode=arch=compute_120,code=sm_120" in flags
+    monkeypatch.delenv("NVFP4_CUDA_ARCHS")
+    assert build.resolve_archs() == ("sm_90",)
+    with pytest.raises(ValueError, match="sm_XY"):
+        build.resolve_archs(["hopper"])
+
+
+def test_no_fast_math_in_flags() -> None:
+    flags = build.library_flags(("sm_90",))
+    assert "--use_fast_math" not in flags and "-use_fast_math" not in flags
+    assert "-ftz=true" not in flags and "-ftz=false" in flags
+    assert flags[-2:] == ["-cudart", "static"]
+
+
+def test_missing_nvcc_error_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(build, "Path", _PathWithoutDefaultToolkit)
+    with pytest.raises(build.NvccNotFound) as info:
+        build.build_library(cache_dir=tmp_path)
+    text = str(info.value)
+    assert "nvcc" in text and "CUDA_HOME" in text and "PATH" in text and "install" in text.lower()
+
+
+class _PathWithoutDefaultToolkit(type(Path())):
+    """A Path whose /usr/local/cuda fallback does not exist (simulates a machine without CUDA)."""
+
+    def is_file(self) -> bool:  # type: ignore[override]
+        return False if str(self).startswith("/usr/local/cuda") else super().is_file()

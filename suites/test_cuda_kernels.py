@@ -1,0 +1,185 @@
+"""GPU tests of the CUDA kernels: dequantized bits identical to the CPU reference, GEMV within a
+stated tolerance of a float64 reference, NVIDIA's own E2M1 conversion equal to the project's table.
+
+Every test is skipped with "needs a CUDA GPU" where torch sees none (the CPU CI machine).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernels import cuda_backend, dispatch, reference  # noqa: E402
+from kernels.nvfp4 import E2M1_TABLE  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.dispatch,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+BLOCK_SIZES = (1, 2, 5, 6, 7, 12, 16, 32, 64)
+KS = (2, 8, 12, 24, 70, 120, 1004, 1020, 4096)
+DTYPES = ("bfloat16", "float16")
+#: scale bytes that exercise every decoder branch: zeros, subnormals, negatives, NaN, the largest
+SPECIAL_SCALES = (0x00, 0x80, 0x01, 0x81, 0x07, 0x87, 0x08, 0x7E, 0xFE, 0x7F, 0xFF)
+
+
+@pytest.fixture(scope="module")
+def backend_ready():
+    ok, why = cuda_backend.available()
+    if not ok:
+        pytest.fail(f"a CUDA GPU is present but the CUDA backend is unavailable: {why}")
+
+
+def _weights(n: int, k: int, bs: int, seed: int, special: bool = True):
+    rng = np.random.default_rng(seed)
+    packed = rng.integers(0, 256, size=(n, k // 2), dtype=np.uint8)
+    nsc = -(-k // bs)
+    if special:
+        scales = rng.integers(0, 256, size=(n, nsc), dtype=np.uint8)
+        flat = scales.reshape(-1)
+        count = min(flat.size, len(SPECIAL_SCALES))
+        flat[:count] = SPECIAL_SCALES[:count]
+    else:
+        scales = rng.integers(0x20, 0x58, size=(n, nsc), dtype=np.uint8)
+    return packed, scales
+
+
+def _dev(x: np.ndarray):
+    return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+
+
+def _bits(t) -> np.ndarray:
+    return t.view(torch.int16).cpu().numpy().view(np.uint16)
+
+
+def _run(path: str, packed, scales, g: float, bs: int, dtype: str):
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    out = torch.full((n, k), -1, dtype=torch.int16, device="cuda").view(getattr(torch, dtype))
+    gd = torch.tensor([g], dtype=torch.float32, device="cuda")
+    cuda_backend.dequantize(path, _dev(packed), _dev(scales), gd, bs, out)
+    torch.cuda.synchronize()
+    return _bits(out)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bs", BLOCK_SIZES)
+def test_dequant_bits_match_reference(backend_ready, dtype: str, bs: int) -> None:
+    """Both kernels (where their guards allow) reproduce the CPU reference bit for bit."""
+    for i, k in enumerate(KS):
+        for g in (1.0, 3.0e-3, 1.0e-38):  # 1e-38: products in the fp32 subnormal range
+            packed, scales = _weights(4, k, bs, seed=1000 * bs + 10 * i + int(g > 0.5))
+            want = reference.dequantize_scalar(packed, scales, np.float32(g), bs, dtype).view(np.uint16)
+            paths = ["prefill_scalar"] + (["prefill_vec8"] if reference.vec8_supported(k, bs) else [])
+            for path in paths:
+                got = _run(path, packed, scales, g, bs, dtype)
+                bad = np.argwhere(got != want)
+                assert bad.size == 0, (f"{path} K={k} bs={bs} g={g} {dtype}: {len(bad)} mismatches, "
+                                       f"first at {bad[0].tolist()}: got {got[tuple(bad[0])]:#06x} "
+                                       f"want {want[tuple(bad[0])]:#06x}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vec8_more_rows_than_grid_y(backend_ready, dtype: str) -> None:
+    """N = 70,000 > 65,535: the row-stride loop covers every row."""
+    packed, scales = _weights(70000, 64, 16, seed=7)
+    want = reference.dequantize_vec8(packed, scales, np.float32(0.5), 16, dtype).view(np.uint16)
+    assert np.array_equal(_run("prefill_vec8", packed, scales, 0.5, 16, dtype), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_shape_bits(backend_ready, dtype: str) -> None:
+    packed, scales = _weights(1024, 5120, 16, seed=11)
+    want = reference.dequantize_scalar(packed, scales, np.float32(0.01), 16, dtype).view(np.uint16)
+    for path in ("prefill_vec8", "prefill_scalar"):
+        assert np.array_equal(_run(path, packed, scales, 0.01, 16, dtype), want), path
+
+
+def test_vec8_rejects_what_it_cannot_do(backend_ready) -> None:
+    packed, scales = _weights(4, 64, 16, seed=3)
+    gd = torch.tensor([1.0], device="cuda")
+    base = torch.empty(4 * 64 + 8, dtype=torch.bfloat16, device="cuda")
+    misaligned = base[1:1 + 4 * 64].view(4, 64)  # 2 bytes past a 16-byte boundary
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        cuda_backend.dequantize("prefill_vec8", _dev(packed), _dev(scales), gd, 16, misaligned)
+    p5, s5 = _weights(4, 64, 5, seed=3)
+    with pytest.raises(ValueError, match="even block_size"):
+        cuda_backend.dequantize("prefill_vec8", _dev(p5), _dev(s5), gd, 5,
+                                torch.empty(4, 64, dtype=torch.bfloat16, device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_misaligned_views_go_scalar_and_are_correct(backend_ready, dtype: str) -> None:
+    """A packed view starting 1 byte into a row, and an output 2 bytes off, take the scalar path."""
+    n, k = 8, 64
+    rng = np.random.default_rng(5)
+    big = rng.integers(0, 256, size=(n, k // 2 + 1), dtype=np.uint8)
+    scales = rng.integers(0x20, 0x58, size=(n, k // 16), dtype=np.uint8)
+    packed_view = _dev(big).reshape(-1)[1:1 + n * k // 2].view(n, k // 2)
+    assert packed_view.data_ptr() % 4 != 0
+    events = []
+    listener = dispatch.add_listener(events.append)
+    try:
+        out = dispatch.dequantize(packed_view, _dev(scales), np.float32(0.25), 16, dtype)
+    finally:
+        dispatch.remove_listener(listener)
+    assert events[-1].path == "prefill_scalar" and "misaligned" in events[-1].reason
+    want = reference.dequantize_scalar(packed_view.cpu().numpy(), scales, np.float32(0.25), 16, dtype)
+    assert np.array_equal(_bits(out), want.view(np.uint16))
+
+
+def _gemv_case(m: int, n: int, k: int, dtype: str, bias: bool, seed: int):
+    packed, scales = _weights(n, k, 16, seed=seed, special=False)
+    tdt = getattr(torch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", generator=gen).to(tdt)
+    b = torch.randn(n, device="cuda", generator=gen).to(tdt) if bias else None
+    gd = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    pd, sd = _dev(packed), _dev(scales)
+    w = torch.empty(n, k, dtype=tdt, device="cuda")
+    cuda_backend.dequantize("prefill_vec8", pd, sd, gd, 16, w)
+    out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
+    cuda_backend.gemv(a, pd, sd, gd, b, out)
+    torch.cuda.synchronize()
+    return a, w, b, out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", (1, 2, 3, 5, 8))
+@pytest.mark.parametrize("n,k", ((64, 256), (100, 96), (4096, 4096), (5120, 17408)))
+def test_gemv_matches_float64(backend_ready, dtype: str, m: int, n: int, k: int) -> None:
+    """Tolerance: one unit in the last place of T (the single final rounding) plus 1e-5 of the
+    sum of |a * w| (fp32 accumulation in any order), per element; NaN never passes."""
+    a, w, b, out = _gemv_case(m, n, k, dtype, bias=m % 2 == 1, seed=m * 7 + n)
+    ref = a.double() @ w.double().t()
+    if b is not None:
+        ref = ref + b.double()
+    magnitude = a.double().abs() @ w.double().abs().t()
+    ulp = 2.0 ** -8 if dtype == "bfloat16" else 2.0 ** -11
+    allowed = ulp * ref.abs() + 1e-5 * magnitude
+    err = (out.double() - ref).abs()
+    assert not torch.isnan(out).any()
+    assert bool((err <= allowed).all()), f"max excess {float((err - allowed).max()):.3g}"
+
+
+def test_gemv_agrees_with_cpu_reference(backend_ready) -> None:
+    """Same problem through the CPU reference GEMV: equal within one bf16 ulp (sum order differs)."""
+    a, w, b, out = _gemv_case(3, 48, 128, "bfloat16", bias=True, seed=99)
+    packed, scales = _weights(48, 128, 16, seed=99, special=False)
+    a_np = a.float().cpu().numpy().astype(reference.numpy_dtype("bfloat16"))
+    b_np = b.float().cpu().numpy().astype(reference.numpy_dtype("bfloat16"))
+    want = reference.gemv(a_np, packed, scales, np.float32(0.0123), 16, b_np).astype(np.float64)
+    got = out.double().cpu().numpy()
+    assert np.all(np.abs(got - want) <= 2.0 ** -7 * np.abs(want) + 1e-6)
+
+
+def test_fp4_probe_matches_project_table(backend_ready) -> None:
+    """NVIDIA's __nv_cvt_fp4x2_to_halfraw2 on the GPU equals the table from E2M1_TABLE."""
+    table = cuda_backend.fp4x2_to_halfraw2_table()
+    f16 = E2M1_TABLE.astype(np.float16).view(np.uint16)
+    expect = np.array([(f16[b & 0xF], f16[b >> 4]) for b in range(256)], dtype=np.uint16)
+    assert table.shape == (256, 2) and table.dtype == np.uint16
+    assert np.array_equal(table, expect)

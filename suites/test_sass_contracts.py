@@ -1,0 +1,208 @@
+"""CPU-CI SASS contracts: the machine code of the kernels keeps the properties their speed rests on.
+
+cuobjdump --dump-sass (PyPI nvidia-cuda-cuobjdump, which needs nvdisasm from
+nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by kernels.build. Contracts:
+
+* vec8 dequant (fp16 and bf16): 128-bit global stores, 32-bit packed loads and no byte loads of
+  the packed data beyond the scale bytes, no local memory (LDL/STL), no CALL (a software
+  conversion routine);
+* GEMV: tensor-core HMMA instructions, no local memory;
+* scalar dequant: 16-bit global stores.
+
+Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
+violation it exists for (a contract that cannot fail proves nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels import build
+
+
+def _tool_dir() -> Path | None:
+    for entry in sys.path:
+        candidate = Path(entry) / "nvidia" / "cu13" / "bin"
+        if (candidate / "cuobjdump").is_file() and (candidate / "nvdisasm").is_file():
+            return candidate
+    found = shutil.which("cuobjdump")
+    if found and shutil.which("nvdisasm"):
+        return Path(found).parent
+    return None
+
+
+TOOLS = _tool_dir()
+try:
+    build.find_nvcc()
+    HAVE_NVCC = True
+except build.NvccNotFound:
+    HAVE_NVCC = False
+
+pytestmark = [
+    pytest.mark.skipif(TOOLS is None, reason="cuobjdump/nvdisasm not found: pip install "
+                                             "nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"),
+    pytest.mark.skipif(not HAVE_NVCC, reason="nvcc is not installed (set CUDA_HOME or add the CUDA "
+                                             "toolkit's bin/ to PATH)"),
+]
+
+
+def dump_sass(cubin: Path) -> dict[str, list[str]]:
+    """{mangled function name: [SASS instruction text, ...]} of one cubin."""
+    env = dict(os.environ, PATH=f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}")
+    text = subprocess.run([str(TOOLS / "cuobjdump"), "--dump-sass", str(cubin)], capture_output=True,
+                          text=True, check=True, env=env).stdout
+    functions: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        header = re.match(r"\s*Function : (\S+)", line)
+        if header:
+            current = functions.setdefault(header.group(1), [])
+            continue
+        instr = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
+        if instr and current is not None:
+            current.append(instr.group(1).strip())
+    return functions
+
+
+def opcodes(instructions: list[str]) -> list[str]:
+    """The opcode (with modifiers) of each instruction, predicates stripped."""
+    out = []
+    for ins in instructions:
+        ins = re.sub(r"^@!?U?P\w+\s+", "", ins)
+        out.append(ins.split()[0] if ins else "")
+    return out
+
+
+def _local_memory(ops: list[str]) -> list[str]:
+    return [o for o in ops if o.startswith(("LDL", "STL"))]
+
+
+def check_vec8(instructions: list[str]) -> list[str]:
+    """Violations of the vec8 contract (empty when it holds)."""
+    ops = opcodes(instructions)
+    problems = []
+    if not any(o.startswith("STG.E.128") for o in ops):
+        problems.append("no 128-bit global store (STG.E.128)")
+    if any(o.startswith("STG") and not o.startswith("STG.E.128") for o in ops):
+        problems.append("narrow global stores besides the 16-byte one")
+    loads = [o for o in ops if o.startswith("LDG")]
+    if not any(re.fullmatch(r"LDG\.E(\.(CONSTANT|EF|EL|LU|NA|LTC\w+|\d+))*", o) and ".U8" not in o
+               and ".U16" not in o and ".64" not in o and ".128" not in o for o in loads):
+        problems.append("no 32-bit packed load (LDG.E)")
+    if _local_memory(ops):
+        problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
+    if any(o.startswith("CALL") for o in ops):
+        problems.append("CALL to a subroutine (software conversion?)")
+    return problems
+
+
+def check_gemv(instructions: list[str]) -> list[str]:
+    ops = opcodes(instructions)
+    problems = []
+    if not any(o.startswith("HMMA") for o in ops):
+        problems.append("no tensor-core HMMA instruction")
+    if _local_memory(ops):
+        problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
+    return problems
+
+
+def check_scalar(instructions: list[str]) -> list[str]:
+    ops = opcodes(instructions)
+    return [] if any(o.startswith("STG.E.U16") for o in ops) else ["no 16-bit global store (STG.E.U16)"]
+
+
+@pytest.fixture(scope="session")
+def kernel_sass(tmp_path_factory) -> dict[str, list[str]]:
+    objects = build.compile_objects("cubin", "sm_90", out_dir=tmp_path_factory.mktemp("cubins"))
+    functions: dict[str, list[str]] = {}
+    for path in objects.values():
+        functions.update(dump_sass(path))
+    return functions
+
+
+def _select(functions: dict[str, list[str]], fragment: str, dtype: str) -> dict[str, list[str]]:
+    tag = {"half": "6__half", "bf16": "13__nv_bfloat16"}[dtype]
+    chosen = {name: ins for name, ins in functions.items() if fragment in name and tag in name}
+    assert chosen, f"no {fragment} instantiation for {dtype} in the SASS ({sorted(functions)})"
+    return chosen
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_vec8_contract(kernel_sass, dtype: str) -> None:
+    for name, ins in _select(kernel_sass, "nvfp4_dequant_vec8_kernel", dtype).items():
+        assert check_vec8(ins) == [], name
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_gemv_contract(kernel_sass, dtype: str) -> None:
+    for name, ins in _select(kernel_sass, "nvfp4_gemv_kernel", dtype).items():
+        assert check_gemv(ins) == [], name
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_scalar_contract(kernel_sass, dtype: str) -> None:
+    for name, ins in _select(kernel_sass, "nvfp4_dequant_scalar_kernel", dtype).items():
+        assert check_scalar(ins) == [], name
+
+
+BAD_KERNELS = r"""
+#include <cuda_fp16.h>
+#include <stdint.h>
+__device__ __noinline__ float slow_convert(unsigned c) { return c * 0.5f; }
+// Stores bytes, loads bytes, spills an indexed array to local memory, calls a subroutine.
+extern "C" __global__ void bad_dequant(const uint8_t* in, uint8_t* out, int n, int sel) {
+  float table[64];
+#pragma unroll 1
+  for (int i = 0; i < 64; ++i) table[(i * sel) & 63] = slow_convert(in[i]);
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = (uint8_t)table[(in[i] + sel) & 63];
+}
+// A GEMV-shaped kernel on CUDA cores only: no tensor cores.
+extern "C" __global__ void bad_gemv(const __half* a, const __half* w, float* y, int k) {
+  float acc = 0.f;
+  for (int i = 0; i < k; ++i) acc += __half2float(a[i]) * __half2float(w[threadIdx.x * k + i]);
+  y[threadIdx.x] = acc;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def bad_sass(tmp_path_factory) -> dict[str, list[str]]:
+    root = tmp_path_factory.mktemp("bad")
+    src = root / "bad.cu"
+    src.write_text(BAD_KERNELS)
+    cubin = root / "bad.cubin"
+    subprocess.run([build.find_nvcc(), "-O3", "-arch=sm_90", "-cubin", "-o", str(cubin), str(src)],
+                   check=True, capture_output=True)
+    return dump_sass(cubin)
+
+
+def test_checkers_report_a_bad_dequant(bad_sass) -> None:
+    problems = check_vec8(bad_sass["bad_dequant"])
+    text = " | ".join(problems)
+    assert "no 128-bit global store" in text
+    assert "narrow global stores" in text
+    assert "local memory" in text
+    assert "CALL" in text
+    assert check_scalar(bad_sass["bad_dequant"]) == ["no 16-bit global store (STG.E.U16)"]
+
+
+def test_checkers_report_a_gemv_without_tensor_cores(bad_sass) -> None:
+    assert "no tensor-core HMMA instruction" in check_gemv(bad_sass["bad_gemv"])
+
+
+def test_vec8_checker_flags_byte_loads_of_packed_data(kernel_sass) -> None:
+    """Turn every load of the real kernel into a byte load (a regression to per-byte packed
+    reads): the checker must report the missing 32-bit packed load."""
+    name, ins = next(iter(_select(kernel_sass, "nvfp4_dequant_vec8_kernel", "bf16").items()))
+    assert check_vec8(ins) == []
+    regressed = [re.sub(r"^((?:@!?U?P\w+\s+)?)LDG\.E((?:\.[A-Z]+)*) ", r"\1LDG.E.U8\2 ", i) for i in ins]
+    assert regressed != ins
+    assert check_vec8(regressed) == ["no 32-bit packed load (LDG.E)"]
