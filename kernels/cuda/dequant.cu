@@ -35,11 +35,12 @@ __global__ void nvfp4_dequant_scalar_kernel(const uint8_t* __restrict__ packed,
 }
 
 // ---- vec8: 8 values per chunk, one 32-bit load and one 16-byte store per chunk -------------------
-// Preconditions (checked by the launcher's caller): K % 8 == 0, block_size even, packed rows
-// 4-byte aligned, output 16-byte aligned. Grid: x over chunks of a row (U chunks per thread,
-// consecutive threads on consecutive chunks so a warp loads 128 B and stores 512 B per step),
-// y over rows with a row-stride loop so N > 65,535 works.
-constexpr int kVec8Threads = 128;
+// Preconditions (checked by the launcher): K % 8 == 0, block_size even, packed rows 4-byte
+// aligned, output 16-byte aligned. Grid: x over the chunks of a row, each thread taking U chunks
+// blockDim.x apart (consecutive threads on consecutive chunks, so a warp loads 128 B and stores
+// 512 B per step); y over rows with a row-stride loop so N > 65,535 works. The launcher sizes
+// blockDim.x to the row (e.g. 160 threads x 4 chunks for K = 5120) so no thread tile is wasted.
+constexpr int kVec8MaxThreads = 1024;
 
 __device__ __forceinline__ uint32_t load_nc_u32(const uint32_t* p) {
   uint32_t v;
@@ -48,13 +49,14 @@ __device__ __forceinline__ uint32_t load_nc_u32(const uint32_t* p) {
 }
 
 template <typename T, int U>
-__global__ void __launch_bounds__(kVec8Threads)
+__global__ void __launch_bounds__(kVec8MaxThreads)
 nvfp4_dequant_vec8_kernel(const uint32_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                           const float* __restrict__ g_ptr, uint4* __restrict__ out, int64_t n,
                           int32_t chunks_per_row, int64_t nsc, int32_t block_size) {
   const float g = __ldg(g_ptr);  // the global scale lives in a register for the whole kernel
   const int32_t pairs_per_block = block_size >> 1;
-  const int32_t c_first = blockIdx.x * (kVec8Threads * U) + threadIdx.x;
+  const int32_t threads = static_cast<int32_t>(blockDim.x);
+  const int32_t c_first = static_cast<int32_t>(blockIdx.x) * (threads * U) + static_cast<int32_t>(threadIdx.x);
   for (int64_t row = blockIdx.y; row < n; row += gridDim.y) {
     const uint32_t* prow = packed + row * chunks_per_row;
     const uint8_t* srow = scales + row * nsc;
@@ -66,7 +68,7 @@ nvfp4_dequant_vec8_kernel(const uint32_t* __restrict__ packed, const uint8_t* __
     // Issue every load of this thread's chunks before any decode: U words + U scale bytes in flight.
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int32_t c = c_first + u * kVec8Threads;
+      const int32_t c = c_first + u * threads;
       const bool ok = c < chunks_per_row;
       const uint32_t k0 = 8u * static_cast<uint32_t>(ok ? c : 0);
       block[u] = static_cast<int32_t>(k0 / static_cast<uint32_t>(block_size));
@@ -76,7 +78,7 @@ nvfp4_dequant_vec8_kernel(const uint32_t* __restrict__ packed, const uint8_t* __
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int32_t c = c_first + u * kVec8Threads;
+      const int32_t c = c_first + u * threads;
       if (c >= chunks_per_row) break;
       float f[8];
       nvfp4::e2m1x8_to_f32_scaled(word[u], f);
@@ -102,27 +104,34 @@ nvfp4_dequant_vec8_kernel(const uint32_t* __restrict__ packed, const uint8_t* __
   }
 }
 
+// Launch shape for a row of `chunks` 8-value chunks: U chunks per thread (4 when the row has
+// enough chunks to keep a whole warp busy), as few blocks per row as fit in 1024 threads, and
+// blockDim.x rounded up to a warp so at most 31 threads of a row idle.
+struct Vec8Shape {
+  int u;
+  unsigned blocks_x;
+  unsigned threads;
+};
+
+Vec8Shape vec8_shape(int64_t chunks, int forced_u) {
+  int u = forced_u > 0 ? forced_u : chunks >= 128 ? 4 : chunks >= 64 ? 2 : 1;
+  const int64_t per_block = static_cast<int64_t>(kVec8MaxThreads) * u;
+  const int64_t blocks_x = (chunks + per_block - 1) / per_block;
+  int64_t threads = (chunks + blocks_x * u - 1) / (blocks_x * u);
+  threads = ((threads + 31) / 32) * 32;
+  return Vec8Shape{u, static_cast<unsigned>(blocks_x), static_cast<unsigned>(threads)};
+}
+
 template <typename T, int U>
 cudaError_t launch_vec8(const void* packed, const void* scales, const void* g, void* out, int64_t n,
-                        int64_t k, int32_t block_size, cudaStream_t stream) {
+                        int64_t k, int32_t block_size, const Vec8Shape& shape, cudaStream_t stream) {
   const int32_t chunks = static_cast<int32_t>(k / 8);
   const int64_t nsc = (k + block_size - 1) / block_size;
-  const int tile = kVec8Threads * U;
-  dim3 grid(static_cast<unsigned>((chunks + tile - 1) / tile),
-            static_cast<unsigned>(n < 65535 ? n : 65535));
-  nvfp4_dequant_vec8_kernel<T, U><<<grid, kVec8Threads, 0, stream>>>(
+  dim3 grid(shape.blocks_x, static_cast<unsigned>(n < 65535 ? n : 65535));
+  nvfp4_dequant_vec8_kernel<T, U><<<grid, shape.threads, 0, stream>>>(
       static_cast<const uint32_t*>(packed), static_cast<const uint8_t*>(scales),
       static_cast<const float*>(g), static_cast<uint4*>(out), n, chunks, nsc, block_size);
   return cudaGetLastError();
-}
-
-// Chunks per thread: 4 for rows of at least 512 chunks, 2 for at least 256, else 1. Measured on
-// an H200 (bf16, bs 16): U=4 beat U=1 by 7-10% on 17408x5120 / 5120x17408 / 4096x4096 even where
-// the last tile of a row is mostly idle threads (they exit at once); U=2 was best at K=2048.
-int pick_chunks_per_thread(int64_t chunks) {
-  if (chunks >= 512) return 4;
-  if (chunks >= 256) return 2;
-  return 1;
 }
 
 }  // namespace
@@ -164,19 +173,19 @@ int nvfp4_launch_dequant_vec8(const void* packed, const void* scales, const void
       (reinterpret_cast<uintptr_t>(packed) & 3) || (reinterpret_cast<uintptr_t>(out) & 15)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
-  int u = chunks_per_thread;
-  if (u == 0) u = pick_chunks_per_thread(k / 8);
+  if (chunks_per_thread != 0 && chunks_per_thread != 1 && chunks_per_thread != 2 && chunks_per_thread != 4) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const Vec8Shape shape = vec8_shape(k / 8, chunks_per_thread);
   cudaError_t err;
   if (out_bf16) {
-    err = u == 4 ? launch_vec8<__nv_bfloat16, 4>(packed, scales, g, out, n, k, block_size, stream)
-        : u == 2 ? launch_vec8<__nv_bfloat16, 2>(packed, scales, g, out, n, k, block_size, stream)
-        : u == 1 ? launch_vec8<__nv_bfloat16, 1>(packed, scales, g, out, n, k, block_size, stream)
-                 : cudaErrorInvalidValue;
+    err = shape.u == 4 ? launch_vec8<__nv_bfloat16, 4>(packed, scales, g, out, n, k, block_size, shape, stream)
+        : shape.u == 2 ? launch_vec8<__nv_bfloat16, 2>(packed, scales, g, out, n, k, block_size, shape, stream)
+                       : launch_vec8<__nv_bfloat16, 1>(packed, scales, g, out, n, k, block_size, shape, stream);
   } else {
-    err = u == 4 ? launch_vec8<__half, 4>(packed, scales, g, out, n, k, block_size, stream)
-        : u == 2 ? launch_vec8<__half, 2>(packed, scales, g, out, n, k, block_size, stream)
-        : u == 1 ? launch_vec8<__half, 1>(packed, scales, g, out, n, k, block_size, stream)
-                 : cudaErrorInvalidValue;
+    err = shape.u == 4 ? launch_vec8<__half, 4>(packed, scales, g, out, n, k, block_size, shape, stream)
+        : shape.u == 2 ? launch_vec8<__half, 2>(packed, scales, g, out, n, k, block_size, shape, stream)
+                       : launch_vec8<__half, 1>(packed, scales, g, out, n, k, block_size, shape, stream);
   }
   return static_cast<int>(err);
 }
