@@ -225,7 +225,11 @@ def check_sanitizer() -> dict:
         cmd = [tool, "--tool", name, "--error-exitcode", "3", sys.executable, "-m", "harness", "gpu-check",
                "--workload"]
         started = time.time()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=480)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=200)
+        except subprocess.TimeoutExpired:
+            rows.append({"tool": name, "returncode": None, "summary": ["timed out after 200 s"]})
+            continue
         summary = [line for line in (proc.stdout + proc.stderr).splitlines() if "SUMMARY" in line]
         rows.append({"tool": name, "returncode": proc.returncode, "summary": summary[-1:] or
                      [(proc.stdout + proc.stderr)[-400:]], "seconds": round(time.time() - started, 1)})

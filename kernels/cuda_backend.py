@@ -14,7 +14,6 @@ dispatcher already routes misaligned views to the scalar kernel.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from typing import Any
 
@@ -42,7 +41,6 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_dequant_vec8": (ctypes.c_int, [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _I32, _P]),
     "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
-    "nvfp4_gemv_set_variant": (ctypes.c_int, [ctypes.c_int]),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_error_string": (ctypes.c_char_p, [ctypes.c_int]),
 }
@@ -63,9 +61,6 @@ def load_library(path: str | None = None) -> ctypes.CDLL:
             fn = getattr(lib, name)
             fn.restype = restype
             fn.argtypes = argtypes
-        variant = os.environ.get("NVFP4_GEMV_VARIANT")
-        if variant is not None and lib.nvfp4_gemv_set_variant(int(variant)) < 0:
-            raise ValueError(f"NVFP4_GEMV_VARIANT must be 0, 1 or 2 (GEMV main-loop designs), got {variant!r}")
         _lib = lib
         return lib
 
@@ -237,15 +232,6 @@ def gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any) -
                                 None if workspace is None else workspace.data_ptr(),
                                 m, n, k, bf16, splits, _stream(out))
     _check(err, KERNEL_NAMES["gemv"])
-
-
-def set_gemv_variant(variant: int) -> int:
-    """Select the GEMV main loop for A/B timing (0: register prefetch, 1/2: cp.async staging 4/5
-    steps deep); returns the previous variant. ``NVFP4_GEMV_VARIANT`` sets it at load time."""
-    previous = int(load_library().nvfp4_gemv_set_variant(int(variant)))
-    if previous < 0:
-        raise ValueError(f"GEMV variant must be 0, 1 or 2, got {variant}")
-    return previous
 
 
 def fp4x2_to_halfraw2_table() -> np.ndarray:

@@ -208,118 +208,6 @@ nvfp4_gemv_kernel(const uint4* __restrict__ a, const uint4* __restrict__ packed,
   }
 }
 
-// Variant with the packed weights staged through shared memory by cp.async, STAGES steps deep.
-// The register-prefetch kernel above keeps one step (32 B of weights per thread) in flight, which
-// leaves the SM short of bytes in flight; copies into shared memory cost no registers, so each warp
-// keeps STAGES - 1 steps of weights (1 KB each) in flight while it decodes. Each lane reads back
-// only the bytes it copied itself, so no barrier is needed between the copy and the read. Scales
-// and activations (small, mostly L2-resident) stay register loads, one step ahead.
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const int src_size = valid ? 16 : 0;  // 0: write zeros, read nothing
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_size));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
-template <typename T>
-__device__ __forceinline__ void load_step_regs(Step& s, const uint8_t* __restrict__ scales,
-                                               const uint4* __restrict__ a, int m, int n, int k,
-                                               int row0, int g, int t, int step) {
-  const int k_off = step * kStepK + 32 * t;
-  const bool k_ok = k_off < k;
-  const int row1 = row0 + 8;
-  const int64_t scols = k / 16;
-  s.sc0 = (k_ok && row0 < n) ? __ldg(reinterpret_cast<const unsigned short*>(scales + row0 * scols + k_off / 16)) : 0u;
-  s.sc1 = (k_ok && row1 < n) ? __ldg(reinterpret_cast<const unsigned short*>(scales + row1 * scols + k_off / 16)) : 0u;
-  const bool act_ok = k_ok && g < m;
-  const uint4* arow = a + (static_cast<int64_t>(g) * k + k_off) / 8;
-  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) s.act[i] = act_ok ? __ldg(arow + i) : zero;
-}
-
-template <typename T, int STAGES>
-__global__ void __launch_bounds__(kThreads, 2)
-nvfp4_gemv_async_kernel(const uint4* __restrict__ a, const uint4* __restrict__ packed,
-                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
-                        const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
-                        float* __restrict__ partial, int m, int n, int k, int tiles, int steps_per_split) {
-  __shared__ float red[kWarps][4][32];
-  __shared__ uint4 stage_buf[kWarps][STAGES][2][32];
-  const int tile = blockIdx.x % tiles;
-  const int split = blockIdx.x / tiles;
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  const int row0 = tile * 16 + g;
-  const int row1 = row0 + 8;
-  const int total_steps = (k + kStepK - 1) / kStepK;
-  const int step_begin = split * steps_per_split;
-  const int step_end = min(step_begin + steps_per_split, total_steps);
-  const float gs = __ldg(g_ptr);
-  const int64_t wcols = k / 32;
-  const int first = step_begin + warp;
-  const int count = first < step_end ? (step_end - first + kWarps - 1) / kWarps : 0;
-
-  auto issue = [&](int i) {  // copy this lane's weights of its i-th step into stage i % STAGES
-    if (i < count) {
-      const int k_off = (first + i * kWarps) * kStepK + 32 * t;
-      const bool k_ok = k_off < k;
-      const bool ok0 = k_ok && row0 < n, ok1 = k_ok && row1 < n;
-      cp_async_16(&stage_buf[warp][i % STAGES][0][lane], ok0 ? packed + row0 * wcols + k_off / 32 : packed, ok0);
-      cp_async_16(&stage_buf[warp][i % STAGES][1][lane], ok1 ? packed + row1 * wcols + k_off / 32 : packed, ok1);
-    }
-    cp_async_commit();  // always commit, so group i is the i-th group whether or not it copied
-  };
-
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < STAGES - 1; ++i) issue(i);
-  Step cur;
-  if (count > 0) load_step_regs<T>(cur, scales, a, m, n, k, row0, g, t, first);
-  for (int i = 0; i < count; ++i) {
-    issue(i + STAGES - 1);
-    Step nxt;
-    const bool more = i + 1 < count;
-    if (more) load_step_regs<T>(nxt, scales, a, m, n, k, row0, g, t, first + (i + 1) * kWarps);
-    cp_async_wait<STAGES - 1>();  // this lane's copies of step i have landed
-    cur.w0 = stage_buf[warp][i % STAGES][0][lane];
-    cur.w1 = stage_buf[warp][i % STAGES][1][lane];
-    run_step<T>(cur, gs, acc);
-    if (more) {
-      cur.sc0 = nxt.sc0;
-      cur.sc1 = nxt.sc1;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) cur.act[j] = nxt.act[j];
-    }
-  }
-  cp_async_wait<0>();
-#pragma unroll
-  for (int i = 0; i < 4; ++i) red[warp][i][lane] = acc[i];
-  __syncthreads();
-  if (threadIdx.x < 16 * 8) {
-    const int r = threadIdx.x & 15;
-    const int col = threadIdx.x >> 4;
-    const int src_lane = (r & 7) * 4 + (col >> 1);
-    const int src_i = (r >= 8 ? 2 : 0) + (col & 1);
-    float sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += red[w][src_i][src_lane];
-    const int nn = tile * 16 + r;
-    if (col < m && nn < n) {
-      if (partial != nullptr) {
-        partial[(static_cast<int64_t>(split) * m + col) * n + nn] = sum;
-      } else {
-        if (bias != nullptr) sum += OutT<T>::to_f32(bias[nn]);
-        out[static_cast<int64_t>(col) * n + nn] = OutT<T>::one(sum);
-      }
-    }
-  }
-}
-
 // Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
 template <typename T>
 __global__ void nvfp4_gemv_splitk_finalize_kernel(const float* __restrict__ partial,
@@ -334,10 +222,6 @@ __global__ void nvfp4_gemv_splitk_finalize_kernel(const float* __restrict__ part
   if (bias != nullptr) sum += OutT<T>::to_f32(bias[idx % n]);
   out[idx] = OutT<T>::one(sum);
 }
-
-// Which main-loop design the launcher uses (set by nvfp4_gemv_set_variant, for A/B timing):
-// 0 = register prefetch one step ahead, 1 / 2 = cp.async weight staging 4 / 5 steps deep.
-int g_gemv_variant = 0;
 
 struct DeviceInfo {
   int sms = 0;
@@ -374,19 +258,8 @@ cudaError_t launch_gemv(const void* a, const void* packed, const void* scales, c
   const uint8_t* s8 = static_cast<const uint8_t*>(scales);
   const float* gp = static_cast<const float*>(g);
   float* part = splits > 1 ? workspace : nullptr;
-  switch (g_gemv_variant) {
-    case 1:
-      nvfp4_gemv_async_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(a4, p4, s8, gp, b, o, part, m, n, k, tiles,
-                                                                      steps_per_split);
-      break;
-    case 2:
-      nvfp4_gemv_async_kernel<T, 5><<<blocks, kThreads, 0, stream>>>(a4, p4, s8, gp, b, o, part, m, n, k, tiles,
-                                                                      steps_per_split);
-      break;
-    default:
-      nvfp4_gemv_kernel<T><<<blocks, kThreads, 0, stream>>>(a4, p4, s8, gp, b, o, part, m, n, k, tiles,
-                                                           steps_per_split);
-  }
+  nvfp4_gemv_kernel<T><<<blocks, kThreads, 0, stream>>>(a4, p4, s8, gp, b, o, part, m, n, k, tiles,
+                                                       steps_per_split);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || splits <= 1) return err;
   const int64_t total = static_cast<int64_t>(m) * n;
@@ -398,14 +271,6 @@ cudaError_t launch_gemv(const void* a, const void* packed, const void* scales, c
 }  // namespace
 
 extern "C" {
-
-// Select the GEMV main loop (see g_gemv_variant); returns the previous one, or -1 if invalid.
-int nvfp4_gemv_set_variant(int variant) {
-  if (variant < 0 || variant > 2) return -1;
-  const int previous = g_gemv_variant;
-  g_gemv_variant = variant;
-  return previous;
-}
 
 // How many blocks K is split across for an [n, k] weight: 1 when the 16-row tiles fill the GPU,
 // more when they do not (each warp still keeps at least 3 K steps). The caller sizes the fp32

@@ -1,0 +1,37 @@
+"""Run each CUDA kernel once on the benchmark's headline shapes, for ``ncu`` to profile.
+
+    ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight python -m harness.profile_once
+
+The profile committed in fixtures/gpu/ncu-kernels.txt is what BENCHMARKS.md cites for the
+limiter of each kernel (DRAM throughput against SM throughput, occupancy, stall reasons).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from kernels import cuda_backend
+
+#: (kernel, M, N, K): the shapes the performance targets are stated on
+RUNS = (("prefill_vec8", 0, 17408, 5120), ("prefill_scalar", 0, 4096, 4096),
+        ("gemv", 1, 17408, 5120), ("gemv", 8, 17408, 5120), ("gemv", 1, 5120, 17408))
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    for kernel, m, n, k in RUNS:
+        packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
+        scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
+        if kernel == "gemv":
+            a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+            cuda_backend.gemv(a, packed, scales, g, None, torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        else:
+            out = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
+            cuda_backend.dequantize(kernel, packed, scales, g, 16, out)
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
