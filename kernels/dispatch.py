@@ -13,6 +13,7 @@ The dispatcher knows nothing of pytest: the test harness registers a listener.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -412,11 +413,26 @@ def _cpu_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: An
 
 
 def _device_global_scale(weight_scale_2: Any, device: Any) -> Any:
+    """The global scale as a one-element fp32 tensor on ``device`` (the kernels read it there)."""
     import torch
 
     if _is_torch(weight_scale_2):
         return weight_scale_2.reshape(1).to(device=device, dtype=torch.float32)
-    return torch.tensor([float(np.float32(weight_scale_2))], dtype=torch.float32, device=device)
+    if isinstance(weight_scale_2, np.ndarray):
+        weight_scale_2 = weight_scale_2.reshape(())
+    bits = int(np.float32(weight_scale_2).view(np.uint32))
+    return _cached_device_scalar(str(torch.device(device)), bits)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_device_scalar(device: str, float32_bits: int) -> Any:
+    """A host float becomes a device tensor once per (device, value), not once per call: a
+    pageable host-to-device copy on every decode step would cost more than the GEMV itself.
+    The tensors are never written, so sharing them is safe."""
+    import torch
+
+    value = np.array([float32_bits], dtype=np.uint32).view(np.float32)
+    return torch.from_numpy(value).to(device)
 
 
 def _on_device(x: Any, device: Any) -> Any:
