@@ -872,7 +872,7 @@ def _load_backend() -> tuple[Any | None, str]:
     except Exception as exc:  # a missing or broken backend still lets copy/cuBLAS/compile run
         return None, f"unavailable: {type(exc).__name__}: {exc}"
     took = time.monotonic() - t0
-    return (cuda_backend, f"available ({why}; loaded in {took:.1f} s)") if ok else (None, f"unavailable: {why}")
+    return (cuda_backend, f"available (library loaded in {took:.1f} s)") if ok else (None, f"unavailable: {why}")
 
 
 def write_results(results: dict[str, Any], out_dir: str | os.PathLike[str]) -> Path:

@@ -1,0 +1,149 @@
+"""The table-decode GEMV candidate is bit-exact wherever its fast path is taken.
+
+The candidate (benchmarks/experiments/gemv_table_decode.cu, measured 8-10% faster than the
+shipped GEMV on the H200 but not yet through the full GPU suite; see benchmarks/NOTES.md)
+decodes a 16-value scale block through a table built from two rounded values,
+P = (to_T(s), to_T(fp32(1.5 s))), by adding multiples of one binade to their bit patterns, and
+looks codes up with PRMT; blocks whose s = fp32(e4m3 * g) fails ``table_ok`` take the exact
+per-value path. This suite emulates the kernel's integer steps (``build_table``, ``lookup_word``,
+PRMT with its sign-replicate selector bit) in numpy and checks, over all 256 scale bytes x a grid
+of g (subnormal-producing, fp16-overflowing, fp32-overflowing, negative, zero, inf, NaN) x all
+16 codes x fp16/bf16, that wherever ``table_ok`` holds the table gives the reference bits of
+kernels.reference. A deliberately weakened condition must be caught.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
+from kernels.reference import round_fp32_to
+
+# mirrors TableT<T> in benchmarks/experiments/gemv_table_decode.cu: (binade unit in T bits, kLo bits, kHi bits)
+TABLE_PARAMS = {
+    "bfloat16": (0x80, 0x01000000, 0x7E000000),   # [2^-125, 2^125]
+    "float16": (0x400, 0x39000000, 0x46000000),   # [2^-13, 2^13]
+}
+M32 = np.uint64(0xFFFFFFFF)
+
+
+def prmt(a: np.ndarray, b: np.ndarray, sel: np.ndarray | int) -> np.ndarray:
+    """PTX prmt.b32 (default mode), elementwise on uint32 arrays: output byte j takes byte
+    sel[4j+2:4j] of {b, a} (a = bytes 0..3), or that byte's sign bit replicated if sel[4j+3]."""
+    a = np.asarray(a, dtype=np.uint64) & M32
+    b = np.asarray(b, dtype=np.uint64) & M32
+    sel = np.asarray(sel, dtype=np.uint64)
+    src = a | (b << np.uint64(32))
+    out = np.zeros(np.broadcast(a, b, sel).shape, dtype=np.uint64)
+    for j in range(4):
+        nib = (sel >> np.uint64(4 * j)) & np.uint64(0xF)
+        byte = (src >> ((nib & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+        byte = np.where(nib & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)), byte)
+        out |= byte << np.uint64(8 * j)
+    return out
+
+
+def table_ok(s: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    bits = s.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits - np.uint64(lo)) & M32) <= np.uint64(hi - lo)
+
+
+def t_bits(x: np.ndarray, dtype: str) -> np.ndarray:
+    return round_fp32_to(x, dtype).view(np.uint16).astype(np.uint64)
+
+
+def build_table(p: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
+    u = np.uint64(unit)
+    q0 = (p - u) & M32
+    q1 = (p + (u | (u << np.uint64(16)))) & M32
+    q2 = (p + np.uint64(2) * (u | (u << np.uint64(16)))) & M32
+    return (prmt(q0, p, 0x640D), prmt(q1, p, 0x6420), prmt(q0, p, 0x751D), prmt(q1, q2, 0x7531))
+
+
+def lookup_word(w: np.ndarray, table: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    l0, l1, h0, h1 = table
+    w = np.asarray(w, dtype=np.uint64) & M32
+    x = prmt(w, np.uint64(0), 0x3120) & np.uint64(0x77777777)
+    y = x >> np.uint64(16)
+    la, ha, lb, hb = prmt(l0, l1, x), prmt(h0, h1, x), prmt(l0, l1, y), prmt(h0, h1, y)
+    sg = np.uint64(0x80008000)
+    return [
+        prmt(la, ha, 0x6240) ^ ((w << np.uint64(12)) & sg),
+        prmt(la, ha, 0x7351) ^ ((w << np.uint64(8)) & sg),
+        prmt(lb, hb, 0x6240) ^ ((w << np.uint64(4)) & sg),
+        prmt(lb, hb, 0x7351) ^ (w & sg),
+    ]
+
+
+def g_grid() -> np.ndarray:
+    rng = np.random.default_rng(1234)
+    pow2 = [2.0 ** e for e in range(-149, 128)]
+    special = [0.0, -0.0, 1.0, -1.0, -0.37, np.inf, -np.inf, np.nan, 1e-45, 1e-40, 1e-38, 1e-30,
+               6.1e-5, 1e-4, 0.01, 1 / 448, 1 / 2688, 5e4, 65504.0, 1e5, 1e6, 1e30, 1e37, 1e38, 3.4e38]
+    # values just around the thresholds: s = e4m3 * g lands on either side of kLo / kHi
+    edges = [2.0 ** -13, 2.0 ** 13, 2.0 ** -125, 2.0 ** 125, 2.0 ** -14, 2.0 ** 14, 2.0 ** 126]
+    near = [e / v * f for e in edges for v in (1.0, 1.5, 448.0, 0.001953125, 3.0)
+            for f in (1 - 2 ** -20, 1.0, 1 + 2 ** -20)]
+    rand = list(np.exp(rng.uniform(np.log(1e-44), np.log(3e38), 400)))
+    rand += list(rng.uniform(-2, 2, 50))
+    return np.array(pow2 + special + near + rand, dtype=np.float32)
+
+
+def mismatches(dtype: str, lo: int, hi: int) -> tuple[int, int]:
+    """(table-path blocks checked, mismatching values) over scale bytes x g grid x codes."""
+    unit = TABLE_PARAMS[dtype][0]
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        s = (E4M3_TABLE[None, :] * g_grid()[:, None]).reshape(-1).astype(np.float32)
+        ok = table_ok(s, lo, hi)
+        s = s[ok]
+        s15 = (np.float32(1.5) * s).astype(np.float32)
+        p = t_bits(s, dtype) | (t_bits(s15, dtype) << np.uint64(16))
+        table = build_table(p, unit)
+        bad = 0
+        # word c * 0x11111111 puts code c in every nibble; the rotated words mix codes so the
+        # (v_i, v_i+4) pairing and the per-nibble sign shifts are exercised too
+        words = [c * 0x11111111 for c in range(16)] + [0x76543210, 0xFEDCBA98, 0x8F7E6D5C, 0x1A2B3C4D]
+        for w in words:
+            got = lookup_word(np.full(s.shape, w, dtype=np.uint64), table)
+            codes = [(w >> (4 * i)) & 0xF for i in range(8)]
+            ref = [t_bits((E2M1_TABLE[c] * s).astype(np.float32), dtype) for c in codes]
+            for i in range(4):
+                want = ref[i] | (ref[i + 4] << np.uint64(16))
+                bad += int(np.count_nonzero(got[i] != want))
+    return int(ok.sum()), bad
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_table_path_is_bit_exact(dtype: str) -> None:
+    _, lo, hi = TABLE_PARAMS[dtype]
+    checked, bad = mismatches(dtype, lo, hi)
+    assert checked > 10_000, "the grid should put many blocks on the table path"
+    assert bad == 0
+
+
+@pytest.mark.parametrize(("dtype", "g"), [("bfloat16", 1 / 2688), ("float16", 1 / 16)])
+def test_table_path_covers_ordinary_scales(dtype: str, g: float) -> None:
+    """Every positive normal e4m3 scale is a table block for these g. (fp16 sends s < 2^-13,
+    where 0.5 s would round as an fp16 subnormal, to the exact path: with g = 1/2688 that is
+    the scale bytes below 0x36.)"""
+    _, lo, hi = TABLE_PARAMS[dtype]
+    s = (E4M3_TABLE[0x08:0x7F] * np.float32(g)).astype(np.float32)
+    assert table_ok(s, lo, hi).all()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "lo", "hi"),
+    [
+        ("float16", 0x38800000, 0x46000000),   # kLo = 2^-14: t1 / 2 becomes an fp16 subnormal
+        ("float16", 0x39000000, 0x46800000),   # kHi = 2^14: 4 * to_T(1.5 s) overflows fp16
+        ("bfloat16", 0x00800000, 0x7E000000),  # kLo = 2^-126: 0.5 s is an fp32 subnormal
+        ("bfloat16", 0x01000000, 0x7E800000),  # kHi = 2^126: 6 s overflows
+        ("bfloat16", 0x00000000, 0x7E000000),  # zero scales on the table path
+        ("float16", 0x00000000, 0x7F800000),   # any non-negative finite (and inf) s
+    ],
+)
+def test_weakened_condition_is_caught(dtype: str, lo: int, hi: int) -> None:
+    """The check has teeth: a condition that admits unsafe blocks produces mismatches."""
+    _, bad = mismatches(dtype, lo, hi)
+    assert bad > 0
