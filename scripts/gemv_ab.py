@@ -1,13 +1,14 @@
-"""A/B timing of the decode GEMV: the shipped kernel (kernels/cuda/gemv.cu) against a candidate
-source, by default the table-decode experiment benchmarks/experiments/gemv_table_decode.cu (and
-its register-capped build), on 17408x5120 and 5120x17408, M = 1 and 8, bf16.
+"""A/B timing of the decode GEMV: the shipped kernel (kernels/cuda/gemv.cu) against a candidate,
+by default the table-decode experiment kept as a patch on the shipped source
+(benchmarks/experiments/gemv_table_decode.patch, applied to a temporary copy with `patch`), and
+its register-capped build, on 17408x5120 and 5120x17408, M = 1 and 8, bf16.
 
 CUDA events around each launch, a 256 MB L2 flush before every rep, median of 50; the copy
 ceiling is a same-run device-to-device copy of the GEMV's weight + scale bytes (0.5625 B per
 weight), timed the same way. Correctness: each variant's output against a float64 product of
 the contract's dequantized weights (built with torch fp32 ops, then rounded to bf16).
 
-    python3 scripts/gemv_ab.py [--old-src kernels/cuda/gemv.cu] [--new-src FILE.cu]
+    python3 scripts/gemv_ab.py [--old-src kernels/cuda/gemv.cu] [--new-src FILE.cu | FILE.patch]
 """
 
 # ruff: noqa: B023  (each closure is timed inside the iteration that defines it)
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,15 +58,22 @@ def dequant_ref(packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor) -> 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--old-src", default=str(ROOT / "kernels/cuda/gemv.cu"), help="the baseline source")
-    ap.add_argument("--new-src", default=str(ROOT / "benchmarks/experiments/gemv_table_decode.cu"),
-                    help="the candidate source (kernels/cuda is on its include path)")
+    ap.add_argument("--new-src", default=str(ROOT / "benchmarks/experiments/gemv_table_decode.patch"),
+                    help="the candidate: a .cu source, or a .patch against kernels/cuda/gemv.cu")
     ap.add_argument("--reps", type=int, default=50)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
+    new_src = Path(args.new_src)
+    if new_src.suffix == ".patch":
+        patched = tmp / "gemv_candidate.cu"
+        shutil.copy(ROOT / "kernels/cuda/gemv.cu", patched)
+        if subprocess.run(["patch", "-s", str(patched), str(new_src)]).returncode:
+            sys.exit(f"could not apply {new_src} to kernels/cuda/gemv.cu (is `patch` installed?)")
+        new_src = patched
     variants = {
         "old": build(Path(args.old_src), tmp / "old.so", []),
-        "new": build(Path(args.new_src), tmp / "new.so", []),
-        "new_minb3": build(Path(args.new_src), tmp / "new3.so", ["-DNVFP4_GEMV_MIN_BLOCKS=3"]),
+        "new": build(new_src, tmp / "new.so", []),
+        "new_minb3": build(new_src, tmp / "new3.so", ["-DNVFP4_GEMV_MIN_BLOCKS=3"]),
     }
     dev = torch.device("cuda")
     torch.manual_seed(0)

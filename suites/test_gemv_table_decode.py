@@ -1,6 +1,6 @@
 """The table-decode GEMV candidate is bit-exact wherever its fast path is taken.
 
-The candidate (benchmarks/experiments/gemv_table_decode.cu, measured 8-10% faster than the
+The candidate (benchmarks/experiments/gemv_table_decode.patch, measured 8-10% faster than the
 shipped GEMV on the H200 but not yet through the full GPU suite; see benchmarks/NOTES.md)
 decodes a 16-value scale block through a table built from two rounded values,
 P = (to_T(s), to_T(fp32(1.5 s))), by adding multiples of one binade to their bit patterns, and
@@ -20,7 +20,7 @@ import pytest
 from kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
 from kernels.reference import round_fp32_to
 
-# mirrors TableT<T> in benchmarks/experiments/gemv_table_decode.cu: (binade unit in T bits, kLo bits, kHi bits)
+# mirrors TableT<T> in benchmarks/experiments/gemv_table_decode.patch: (binade unit in T bits, kLo bits, kHi bits)
 TABLE_PARAMS = {
     "bfloat16": (0x80, 0x01000000, 0x7E000000),   # [2^-125, 2^125]
     "float16": (0x400, 0x39000000, 0x46000000),   # [2^-13, 2^13]
