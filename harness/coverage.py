@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernels.dispatch import DispatchEvent
-from kernels.paths import GUARDS, GUARDS_BY_NAME, PATH_ORDER, PATHS, DeviceCaps
+from kernels.paths import GUARDS, GUARDS_BY_NAME, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
 
 #: ``format`` field of the JSON document; a file without it is not dispatch-coverage data.
 FORMAT_NAME = "nvfp4-dispatch-coverage"
@@ -530,3 +530,19 @@ class Analysis:
             "missed_paths": [p.name for p in self.missed_paths],
             "missed_guard_sides": [s.label for s in self.missed_sides],
         }
+
+
+def simulated_event(m: int | None, k: int, block_size: int = 16, *, n: int = 32,
+                    caps: DeviceCaps | None = None, aligned: bool = True, op: str = "matmul",
+                    dtype: str = "bfloat16", policy: Policy | None = None) -> DispatchEvent:
+    """The event a call would announce on ``caps`` (CPU by default), built from the paths'
+    own selection without running anything: for coverage data of devices that are not here
+    (a simulated sm_120, a GPU job merged with ``combine``) and for testing reports."""
+    caps = caps or DeviceCaps.cpu()
+    backend = "cpu" if caps.sm is None else "cuda"
+    problem = Problem(op, m, n, k, block_size, dtype, backend, aligned, "simulated")
+    sel = select_path(problem, caps, policy or Policy())
+    return DispatchEvent(op=op, path=sel.path, reason=sel.reason, guards=sel.guards, m=m, n=n, k=k,
+                         block_size=block_size, dtype=dtype, backend=backend, device=caps.name,
+                         compute_capability=caps.compute_capability, forced=sel.forced, kernels=(),
+                         shortcut=False)

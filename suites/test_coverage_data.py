@@ -21,25 +21,19 @@ from harness.coverage import (
     CoverageFileError,
     Requirement,
     UnknownPathError,
+    simulated_event,
 )
 from harness.recorder import recording
 from kernels import nvfp4
-from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy
 
 CPU = DeviceCaps.cpu()
 SM120 = DeviceCaps.simulated_gpu(12, 0)
 
 
-def event_for(m: int | None, k: int, block_size: int = 16, *, n: int = 32, caps: DeviceCaps = CPU,
-              aligned: bool = True, op: str = "matmul", policy: Policy | None = None) -> kernels.DispatchEvent:
-    """A DispatchEvent built by hand from kernels.paths' own selection, for any device."""
-    backend = "cpu" if caps.sm is None else "cuda"
-    problem = Problem(op, m, n, k, block_size, "bfloat16", backend, aligned, "test")
-    sel = select_path(problem, caps, policy or Policy())
-    return kernels.DispatchEvent(op=op, path=sel.path, reason=sel.reason, guards=sel.guards, m=m, n=n, k=k,
-                                 block_size=block_size, dtype="bfloat16", backend=backend, device=caps.name,
-                                 compute_capability=caps.compute_capability, forced=sel.forced, kernels=(),
-                                 shortcut=False)
+def event_for(m, k, block_size=16, **kwargs):
+    """A hand-built event (no kernel runs) for any device, via harness.coverage.simulated_event."""
+    return simulated_event(m, k, block_size, dtype="bfloat16", **kwargs)
 
 
 #: (m, k, block_size, aligned): every reachable path and guard side on the CPU

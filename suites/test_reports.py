@@ -8,24 +8,18 @@ from collections import Counter
 
 import pytest
 
-import kernels
 from harness import combine, report
-from harness.coverage import CoverageData
+from harness.coverage import CoverageData, simulated_event
 from harness.report import parse_report_spec, render_lcov, render_markdown, render_term, render_term_missing
-from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps
 
 CPU = DeviceCaps.cpu()
 SM120 = DeviceCaps.simulated_gpu(12, 0)
 
 
-def event_for(m, k, block_size=16, *, n=32, caps=CPU, aligned=True, op="matmul", policy=None):
-    backend = "cpu" if caps.sm is None else "cuda"
-    problem = Problem(op, m, n, k, block_size, "float16", backend, aligned, "test")
-    sel = select_path(problem, caps, policy or Policy())
-    return kernels.DispatchEvent(op=op, path=sel.path, reason=sel.reason, guards=sel.guards, m=m, n=n, k=k,
-                                 block_size=block_size, dtype="float16", backend=backend, device=caps.name,
-                                 compute_capability=caps.compute_capability, forced=sel.forced, kernels=(),
-                                 shortcut=False)
+def event_for(m, k, block_size=16, **kwargs):
+    """A hand-built event (no kernel runs) for any device, via harness.coverage.simulated_event."""
+    return simulated_event(m, k, block_size, dtype="float16", **kwargs)
 
 
 FULL = [(1, 32, 16, True), (16, 64, 16, True), (1, 64, 32, True), (1, 40, 16, True), (16, 36, 16, True),
