@@ -5,7 +5,7 @@ dispatch events to tests, verifies outputs bit for bit, computes path coverage, 
 kernels beside the copy-bandwidth ceiling.
 """
 
-from harness.coverage import CoverageData, Requirement
-from harness.recorder import Recorded, Recorder, recording
+from nvfp4_harness.engine.coverage import CoverageData, Requirement
+from nvfp4_harness.engine.recorder import Recorded, Recorder, recording
 
 __all__ = ["CoverageData", "Recorded", "Recorder", "Requirement", "recording"]

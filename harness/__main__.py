@@ -1,4 +1,4 @@
-"""``python -m harness SUBCOMMAND``: the harness's command-line entry.
+"""``python -m nvfp4_harness SUBCOMMAND``: the harness's command-line entry.
 
 Each subcommand lives in its own module with a ``main(argv) -> int``; this file only routes.
 """
@@ -9,13 +9,14 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "tables": ("harness.tables", "write or check the byte tables in fixtures/tables"),
-    "combine": ("harness.combine", "merge dispatch-coverage JSON files from several runs"),
-    "report": ("harness.report", "print or write a report from a dispatch-coverage JSON file"),
-    "gpu-check": ("harness.gpu_check", "verify the CUDA kernels on this machine's GPU and write results"),
-    "bench": ("harness.bench", "time the kernels beside the copy ceiling (GPU)"),
-    "bench-report": ("harness.bench_report", "write BENCHMARKS.md and its plot from a results JSON"),
-    "mutate": ("harness.mutation", "plant typical kernel bugs one at a time and check the suites catch each"),
+    "tables": ("nvfp4_harness.nvfp4.tables", "write or check the byte tables in fixtures/tables"),
+    "combine": ("nvfp4_harness.engine.combine", "merge dispatch-coverage JSON files from several runs"),
+    "report": ("nvfp4_harness.engine.report", "print or write a report from a dispatch-coverage JSON file"),
+    "gpu-check": ("nvfp4_harness.nvfp4.gpu_check", "verify the CUDA kernels on this machine's GPU and write results"),
+    "bench": ("nvfp4_harness.nvfp4.bench", "time the kernels beside the copy ceiling (GPU)"),
+    "bench-report": ("nvfp4_harness.nvfp4.bench_report", "write BENCHMARKS.md and its plot from a results JSON"),
+    "mutate": ("nvfp4_harness.nvfp4.mutation",
+               "plant typical kernel bugs one at a time and check the suites catch each"),
 }
 
 
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in SUBCOMMANDS:
         width = max(map(len, SUBCOMMANDS))
         lines = [f"  {name:<{width}}  {doc}" for name, (_, doc) in SUBCOMMANDS.items()]
-        print("usage: python -m harness SUBCOMMAND [options]\n\nsubcommands:\n" + "\n".join(lines))
+        print("usage: python -m nvfp4_harness SUBCOMMAND [options]\n\nsubcommands:\n" + "\n".join(lines))
         if argv and argv[0] not in ("-h", "--help"):
             print(f"\nunknown subcommand {argv[0]!r}", file=sys.stderr)
             return 2

@@ -3,7 +3,7 @@
 This package never imports :mod:`harness`; the harness observes it through listeners.
 """
 
-from kernels.dispatch import (
+from nvfp4_kernels.dispatch import (
     DispatchEvent,
     add_listener,
     current_policy,
@@ -12,7 +12,7 @@ from kernels.dispatch import (
     policy_scope,
     remove_listener,
 )
-from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+from nvfp4_kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
 
 __all__ = [
     "DeviceCaps", "DispatchEvent", "GUARDS", "PATHS", "PATH_ORDER", "Policy", "Problem",

@@ -2,7 +2,7 @@
 
 Why plain nvcc and not torch's cpp_extension: a cold ``load_inline`` took 24 s against 2.3 s for
 nvcc on a small file (DESIGN.md section 5), and the library needs no Python C API at all: it
-exports ``extern "C"`` launchers that :mod:`kernels.cuda_backend` calls through ctypes.
+exports ``extern "C"`` launchers that :mod:`nvfp4_kernels.cuda_backend` calls through ctypes.
 
 The library is cached under ``$NVFP4_BUILD_DIR`` (default ``~/.cache/nvfp4-harness/``), named by
 a SHA-256 of the sources, the flags and ``nvcc --version``, so any change rebuilds and parallel

@@ -53,7 +53,7 @@ def load_library(path: str | None = None) -> ctypes.CDLL:
         if _lib is not None and path is None:
             return _lib
         if path is None:
-            from kernels import build
+            from nvfp4_kernels import build
 
             path = str(build.build_library())
         lib = ctypes.CDLL(path)

@@ -3,9 +3,9 @@
 ``nvfp4_matmul`` and ``dequantize`` are the operator's public entries. Each call
 
 1. validates its inputs before touching any of them, with errors that say what to fix;
-2. evaluates every guard of :mod:`kernels.paths` and selects a path (or honours a forced one);
-3. runs that path on the chosen backend (``"cpu"``: :mod:`kernels.reference`; ``"cuda"``:
-   :mod:`kernels.cuda_backend`);
+2. evaluates every guard of :mod:`nvfp4_kernels.paths` and selects a path (or honours a forced one);
+3. runs that path on the chosen backend (``"cpu"``: :mod:`nvfp4_kernels.reference`; ``"cuda"``:
+   :mod:`nvfp4_kernels.cuda_backend`);
 4. announces a :class:`DispatchEvent` to every registered listener.
 
 The dispatcher knows nothing of pytest: the test harness registers a listener.
@@ -23,9 +23,8 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-
-from kernels import reference
-from kernels.paths import (
+from nvfp4_kernels import reference
+from nvfp4_kernels.paths import (
     PATHS,
     DeviceCaps,
     GuardOutcome,
@@ -207,7 +206,7 @@ def _validate_weights(b: Any, weight_scale: Any, weight_scale_2: Any, block_size
         raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
     if block_size <= 0:
         raise ValueError(f"block_size must be a positive integer, got {block_size}")
-    _check_array("B", b, "uint8", "B holds two packed E2M1 codes per byte (use kernels.nvfp4.pack_codes)")
+    _check_array("B", b, "uint8", "B holds two packed E2M1 codes per byte (use nvfp4_kernels.nvfp4.pack_codes)")
     if len(b.shape) != 2:
         raise ValueError(f"B must be 2-D [N, K/2], got shape {tuple(b.shape)}")
     _check_array("weight_scale", weight_scale, "uint8", "pass the raw E4M3FN bytes, e.g. x.view(uint8)")
@@ -235,7 +234,7 @@ def _resolve_backend(backend: str, tensors: list[Any]) -> str:
     if backend == "cpu" and on_gpu:
         raise ValueError("backend='cpu' was given CUDA tensors; move them with .cpu() or use backend='cuda'")
     if backend == "cuda":
-        from kernels import cuda_backend
+        from nvfp4_kernels import cuda_backend
 
         ok, why = cuda_backend.available()
         if not ok:
@@ -466,8 +465,7 @@ def _fp32_reduction() -> Iterator[None]:
 def _cuda_dequantize(path: str, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int,
                      dtype: str, device: Any, out: Any | None) -> Any:
     import torch
-
-    from kernels import cuda_backend
+    from nvfp4_kernels import cuda_backend
 
     on_host = not _is_torch(b) or not b.is_cuda
     target = out if out is not None and _is_torch(out) and out.is_cuda else None
@@ -483,8 +481,7 @@ def _cuda_dequantize(path: str, b: Any, weight_scale: Any, weight_scale_2: Any, 
 def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int,
                  bias: Any, lead: tuple[int, ...], n: int, k: int, device: Any) -> Any:
     import torch
-
-    from kernels import cuda_backend
+    from nvfp4_kernels import cuda_backend
 
     on_host = not _is_torch(a) or not a.is_cuda
     a_dev = _on_device(a, device).reshape(-1, k)

@@ -6,7 +6,7 @@ buffer alignment), the :class:`DeviceCaps` of the device it runs on, and the :cl
 Each guard remembers the source line it is declared on, so coverage tools (the lcov report)
 can point editors at the exact guard whose side a suite never took.
 
-Nothing here runs a kernel; :mod:`kernels.dispatch` evaluates these declarations.
+Nothing here runs a kernel; :mod:`nvfp4_kernels.dispatch` evaluates these declarations.
 """
 
 from __future__ import annotations

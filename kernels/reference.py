@@ -26,8 +26,7 @@ from typing import Any, Literal, TypeVar
 
 import ml_dtypes
 import numpy as np
-
-from kernels.nvfp4 import CANONICAL_NAN_BITS, E2M1_TABLE, E4M3_TABLE
+from nvfp4_kernels.nvfp4 import CANONICAL_NAN_BITS, E2M1_TABLE, E4M3_TABLE
 
 DTypeName = Literal["float16", "bfloat16"]
 _NUMPY_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}

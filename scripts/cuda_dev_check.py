@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import build, cuda_backend, reference  # noqa: E402
-from kernels.nvfp4 import E2M1_TABLE  # noqa: E402
+from nvfp4_kernels import build, cuda_backend, reference  # noqa: E402
+from nvfp4_kernels.nvfp4 import E2M1_TABLE  # noqa: E402
 
 DEV = torch.device("cuda")
 

@@ -24,17 +24,17 @@ if [[ $phase == verify || $phase == all ]]; then
   step "GPU-keyed goldens (this run fails by design when it writes new goldens)"
   python3 -m pytest -n 8 -m dispatch -q -p no:cacheprovider --golden-update 2>&1 | tail -8
   step "gpu-check"
-  python3 -m harness gpu-check 2>&1 | tee "$OUT/gpu-check.log" | tail -30 || status=1
+  python3 -m nvfp4_harness gpu-check 2>&1 | tee "$OUT/gpu-check.log" | tail -30 || status=1
   step "ncu (clock control off): the limiter of each kernel on the largest seed-of-6 shape"
   ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section LaunchStats \
-    python3 -m harness.profile_once > fixtures/gpu/ncu-kernels.txt 2>&1; tail -3 fixtures/gpu/ncu-kernels.txt
+    python3 -m nvfp4_harness.nvfp4.profile_once > fixtures/gpu/ncu-kernels.txt 2>&1; tail -3 fixtures/gpu/ncu-kernels.txt
   tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens
 fi
 
 if [[ $phase == bench || $phase == all ]]; then
   step bench
-  python3 -m harness bench --out benchmarks/results --git-commit "${NVFP4_GIT_COMMIT:-unknown}" 2>&1 | tee "$OUT/bench.log" | tail -80 || status=1
+  python3 -m nvfp4_harness bench --out benchmarks/results --git-commit "${NVFP4_GIT_COMMIT:-unknown}" 2>&1 | tee "$OUT/bench.log" | tail -80 || status=1
   tar czf "$OUT/bench.tgz" benchmarks/results
 fi
 exit $status

@@ -17,11 +17,10 @@ import hashlib
 
 import ml_dtypes
 import numpy as np
+import nvfp4_kernels
 import pytest
-
-import kernels
-from harness.verify import tensor_sha256
-from kernels import reference
+from nvfp4_harness.nvfp4.verify import tensor_sha256
+from nvfp4_kernels import reference
 
 
 def _weights(n: int, k: int, bs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.float32]:
@@ -32,7 +31,7 @@ def _weights(n: int, k: int, bs: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 
 
 def _ml_dtypes_dequant(packed: np.ndarray, scales: np.ndarray, g: np.float32, bs: int) -> np.ndarray:
-    """The contract through ml_dtypes' own float4/float8 decoders (independent of kernels.nvfp4)."""
+    """The contract through ml_dtypes' own float4/float8 decoders (independent of nvfp4_kernels.nvfp4)."""
     n, k = packed.shape[0], packed.shape[1] * 2
     codes = np.stack((packed & 0x0F, packed >> 4), axis=-1).reshape(n, k)
     e2m1 = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
@@ -62,25 +61,25 @@ def test_tensor_sha256_throughput_4mb(benchmark: pytest.FixtureDef) -> None:
 
 def _tiny_call() -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.float32]]:
     packed, scales, g = _weights(2, 16, 16, seed=2)
-    return kernels.dequantize(packed, scales, g, 16, "bfloat16", backend="cpu"), (packed, scales, g)
+    return nvfp4_kernels.dequantize(packed, scales, g, 16, "bfloat16", backend="cpu"), (packed, scales, g)
 
 
 @pytest.mark.parametrize("listener", [False, True], ids=["no-listener", "with-listener"])
 def test_dispatch_overhead_per_call(benchmark: pytest.FixtureDef, listener: bool) -> None:
     benchmark.group = "dispatch overhead per call (2 x 16 dequantize, CPU backend)"
-    events: list[kernels.DispatchEvent] = []
+    events: list[nvfp4_kernels.DispatchEvent] = []
     calls = []
 
     def call() -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.float32]]:
         calls.append(1)
         return _tiny_call()
 
-    registered = kernels.add_listener(events.append) if listener else None
+    registered = nvfp4_kernels.add_listener(events.append) if listener else None
     try:
         out, (packed, scales, g) = benchmark.pedantic(call, rounds=200, warmup_rounds=5)
     finally:
         if registered is not None:
-            kernels.remove_listener(registered)
+            nvfp4_kernels.remove_listener(registered)
     assert np.array_equal(out.view(np.uint16), _ml_dtypes_dequant(packed, scales, g, 16).view(np.uint16))
     if listener:  # every call announced exactly one event, with the path the guards choose
         assert len(events) == len(calls) >= 1

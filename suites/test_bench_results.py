@@ -2,7 +2,7 @@
 
 They hold the committed numbers to the method: a known schema, a same-run copy for every row,
 byte counts that match the shapes (recomputed here from the issue's per-element figures, not
-with harness.bench's functions), complete provenance, and a BENCHMARKS.md regenerated from the
+with nvfp4_harness.nvfp4.bench's functions), complete provenance, and a BENCHMARKS.md regenerated from the
 newest file. Skipped, with the reason, while no results are committed.
 
 ``BENCH_RESULTS_DIR`` and ``BENCH_MARKDOWN`` point the checks elsewhere (e.g. at a fresh run
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(os.environ.get("BENCH_RESULTS_DIR", REPO / "benchmarks" / "results"))
 MARKDOWN = Path(os.environ.get("BENCH_MARKDOWN", REPO / "BENCHMARKS.md"))
 FILES = sorted(RESULTS_DIR.glob("*.json"))
-NONE_COMMITTED = f"no benchmark results committed under {RESULTS_DIR} yet (run python -m harness bench on a GPU)"
+NONE_COMMITTED = f"no benchmark results committed under {RESULTS_DIR} yet (run python -m nvfp4_harness bench on a GPU)"
 
 KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "cublas_bf16", "prefill", "copy"}
 DEQUANT = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant"}
@@ -116,11 +116,11 @@ def test_provenance_is_complete(results: tuple[Path, dict[str, Any]]) -> None:
 
 
 def test_benchmarks_md_is_generated_from_the_newest_results(tmp_path: Path) -> None:
-    from harness.bench_report import render_markdown
+    from nvfp4_harness.nvfp4.bench_report import render_markdown
 
     newest = max(FILES, key=lambda p: (_load(p)["provenance"].get("date", ""), p.name))
     regenerated = tmp_path / "BENCHMARKS.md"
     regenerated.write_text(render_markdown(_load(newest), newest.name), encoding="utf-8")
-    assert MARKDOWN.exists(), f"{MARKDOWN} is missing; run python -m harness bench-report {newest}"
+    assert MARKDOWN.exists(), f"{MARKDOWN} is missing; run python -m nvfp4_harness bench-report {newest}"
     assert MARKDOWN.read_text(encoding="utf-8") == regenerated.read_text(encoding="utf-8"), \
-        f"{MARKDOWN.name} is stale; run python -m harness bench-report {newest}"
+        f"{MARKDOWN.name} is stale; run python -m nvfp4_harness bench-report {newest}"

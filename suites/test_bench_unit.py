@@ -1,9 +1,9 @@
-"""CPU tests of the pure parts of ``harness.bench`` and ``harness.bench_report``.
+"""CPU tests of the pure parts of ``nvfp4_harness.nvfp4.bench`` and ``nvfp4_harness.nvfp4.bench_report``.
 
 The byte counts are checked against the issue's per-element figures computed here with
 fractions; the statistics against numpy; the crossover and the report against synthetic rows
 whose expected verdicts are worked out in the test; the naive LUT dequant against
-``kernels.reference``. A CPU dry run drives the whole GPU runner (verify, time, copy rows,
+``nvfp4_kernels.reference``. A CPU dry run drives the whole GPU runner (verify, time, copy rows,
 JSON) with the reference backend standing in for the CUDA kernels, and a planted bug shows
 that a wrong kernel gets no time.
 """
@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-from harness import bench, bench_report
-from harness.verify import compare_bitwise, to_numpy
-from kernels import reference
+from nvfp4_harness.nvfp4 import bench, bench_report
+from nvfp4_harness.nvfp4.verify import compare_bitwise, to_numpy
+from nvfp4_kernels import reference
 
 E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
@@ -258,7 +257,7 @@ def test_naive_lut_dequant_traces_into_one_graph() -> None:
 
 
 class ReferenceBackend:
-    """The cuda_backend interface implemented with kernels.reference on CPU tensors."""
+    """The cuda_backend interface implemented with nvfp4_kernels.reference on CPU tensors."""
 
     def __init__(self, corrupt: str | None = None) -> None:
         self.corrupt = corrupt
@@ -387,7 +386,7 @@ def _synthetic_results() -> tuple[dict[str, Any], dict[str, str]]:
         add("prefill", "replay", 8192, n, k, 1965.0, 320.0)
     model = bench.load_layers(bench.DEFAULT_LAYERS)
     results = {"provenance": {"gpu": "NVIDIA H200", "date": "2026-11-30", "driver": "580.1", "cuda": "13.0",
-                              "torch": "2.11", "cublas": "13.1.0", "command": "python -m harness bench",
+                              "torch": "2.11", "cublas": "13.1.0", "command": "python -m nvfp4_harness bench",
                               "git_commit": "0123abc", "reps": 100, "warmup": 5, "flush_bytes": 256 << 20},
                "rows": rows, "failures": [], "complete": True,
                "crossover": bench.crossover(rows, 17408, 5120, current_max_m=8),

@@ -1,8 +1,8 @@
 """Every CPU dequant path is bit-exact with the contract, checked against the exact oracle.
 
-The oracle (:mod:`harness.oracle`) computes each element independently of kernels/ (ml_dtypes
+The oracle (:mod:`nvfp4_harness.nvfp4.oracle`) computes each element independently of kernels/ (ml_dtypes
 decoding, exact products, integer rounding), so agreement here means the per-path index
-arithmetic and scale tracking of :mod:`kernels.reference` reproduce DESIGN.md section 1.
+arithmetic and scale tracking of :mod:`nvfp4_kernels.reference` reproduce DESIGN.md section 1.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from harness import oracle
-from harness.verify import compare_bitwise
-from kernels import reference
+from nvfp4_harness.nvfp4 import oracle
+from nvfp4_harness.nvfp4.verify import compare_bitwise
+from nvfp4_kernels import reference
 
 pytestmark = pytest.mark.dispatch
 

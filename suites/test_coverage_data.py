@@ -1,7 +1,7 @@
 """The coverage engine: counts, reachability per device, the denominator, JSON, combining.
 
 Expected values are counted here straight from the events the tests generate, or derived from
-the declarations in :mod:`kernels.paths`, never read back from the engine under test.
+the declarations in :mod:`nvfp4_kernels.paths`, never read back from the engine under test.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import random
 from collections import Counter
 
 import numpy as np
+import nvfp4_kernels
 import pytest
-
-import kernels
-from harness.coverage import (
+from nvfp4_harness.engine.coverage import (
     EXAMPLES_PER_SIDE,
     SCHEMA_VERSION,
     CoverageData,
@@ -23,16 +22,16 @@ from harness.coverage import (
     UnknownPathError,
     simulated_event,
 )
-from harness.recorder import recording
-from kernels import nvfp4
-from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy
+from nvfp4_harness.engine.recorder import recording
+from nvfp4_kernels import nvfp4
+from nvfp4_kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy
 
 CPU = DeviceCaps.cpu()
 SM120 = DeviceCaps.simulated_gpu(12, 0)
 
 
 def event_for(m, k, block_size=16, **kwargs):
-    """A hand-built event (no kernel runs) for any device, via harness.coverage.simulated_event."""
+    """A hand-built event (no kernel runs) for any device, via nvfp4_harness.engine.coverage.simulated_event."""
     return simulated_event(m, k, block_size, dtype="bfloat16", **kwargs)
 
 
@@ -43,7 +42,7 @@ FULL_CPU = [(1, 32, 16, True), (16, 64, 16, True), (1, 64, 32, True), (1, 40, 16
 DECODE_ONLY = [(1, 32, 16, True), (4, 64, 16, True), (8, 32, 16, True)]
 
 
-def cpu_events(cases=FULL_CPU, test_prefix: str = "t") -> list[tuple[kernels.DispatchEvent, str]]:
+def cpu_events(cases=FULL_CPU, test_prefix: str = "t") -> list[tuple[nvfp4_kernels.DispatchEvent, str]]:
     return [(event_for(m, k, bs, aligned=al), f"{test_prefix}{i}") for i, (m, k, bs, al) in enumerate(cases)]
 
 
@@ -137,9 +136,9 @@ def test_shortcuts_are_counted_apart_from_paths():
     rng = np.random.default_rng(0)
     b, s, g = nvfp4.quantize(rng.standard_normal((32, 32)).astype(np.float32), 16)
     with recording("t") as rec:
-        kernels.nvfp4_matmul(np.zeros((0, 32), np.float16), b, s, g)
-        kernels.nvfp4_matmul(np.zeros((1, 0), np.float16), b[:, :0], s[:, :0], g)
-        kernels.nvfp4_matmul(np.zeros((0, 32), np.float16), b, s, g)
+        nvfp4_kernels.nvfp4_matmul(np.zeros((0, 32), np.float16), b, s, g)
+        nvfp4_kernels.nvfp4_matmul(np.zeros((1, 0), np.float16), b[:, :0], s[:, :0], g)
+        nvfp4_kernels.nvfp4_matmul(np.zeros((0, 32), np.float16), b, s, g)
     kinds = Counter(r.event.path for r in rec.events)
     data = rec.coverage()
     assert dict(data.shortcuts) == dict(kinds)
@@ -173,7 +172,7 @@ def test_json_round_trip_through_a_file(tmp_path):
     assert back.dumps() == data.dumps()
 
 
-def gpu_events() -> list[tuple[kernels.DispatchEvent, str]]:
+def gpu_events() -> list[tuple[nvfp4_kernels.DispatchEvent, str]]:
     """A hand-written run on a simulated Blackwell: native_fp4 taken, and its guards' False sides."""
     cases = [dict(m=64, k=64), dict(m=64, k=64, n=48), dict(m=64, k=64, block_size=32),
              dict(m=64, k=40), dict(m=64, k=64, policy=Policy(native_fp4_enabled=False)), dict(m=1, k=32)]

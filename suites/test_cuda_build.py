@@ -1,4 +1,4 @@
-"""CPU-CI tests of kernels.build: nvcc compiles every kernel, the cache key tracks sources, flags
+"""CPU-CI tests of nvfp4_kernels.build: nvcc compiles every kernel, the cache key tracks sources, flags
 and compiler, a missing nvcc gives an error that says what to do, and the library exports every
 launcher (loading it needs no GPU: the CUDA runtime is linked statically)."""
 
@@ -10,8 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from kernels import build
+from nvfp4_kernels import build
 
 try:
     NVCC = build.find_nvcc()

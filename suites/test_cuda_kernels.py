@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels import cuda_backend, dispatch, reference  # noqa: E402
-from kernels.nvfp4 import E2M1_TABLE  # noqa: E402
+from nvfp4_kernels import cuda_backend, dispatch, reference  # noqa: E402
+from nvfp4_kernels.nvfp4 import E2M1_TABLE  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,

@@ -6,13 +6,12 @@ import threading
 
 import ml_dtypes
 import numpy as np
+import nvfp4_kernels
 import pytest
 import torch
-
-import kernels
-from harness.verify import compare_bitwise
-from kernels import nvfp4, reference
-from kernels.paths import GUARDS, DeviceCaps, PathNotAllowed, Policy, Problem, select_path
+from nvfp4_harness.nvfp4.verify import compare_bitwise
+from nvfp4_kernels import nvfp4, reference
+from nvfp4_kernels.paths import GUARDS, DeviceCaps, PathNotAllowed, Policy, Problem, select_path
 
 pytestmark = pytest.mark.dispatch
 
@@ -28,10 +27,10 @@ def _acts(m, k, dtype=ml_dtypes.bfloat16, seed=1):
 
 @pytest.fixture
 def events():
-    seen: list[kernels.DispatchEvent] = []
-    kernels.add_listener(seen.append)
+    seen: list[nvfp4_kernels.DispatchEvent] = []
+    nvfp4_kernels.add_listener(seen.append)
     yield seen
-    kernels.remove_listener(seen.append)
+    nvfp4_kernels.remove_listener(seen.append)
 
 
 # Expected paths are the DESIGN.md section 2 table read by hand for each shape.
@@ -46,7 +45,7 @@ def events():
 ])
 def test_path_selection_follows_the_guards(events, m, k, block_size, path):
     packed, scales, g = _weights(k=k, block_size=block_size)
-    kernels.nvfp4_matmul(_acts(m, k), packed, scales, g, block_size)
+    nvfp4_kernels.nvfp4_matmul(_acts(m, k), packed, scales, g, block_size)
     event = events[-1]
     assert event.path == path and event.op == "matmul" and event.backend == "cpu"
     assert (event.m, event.n, event.k, event.block_size) == (m, 32, k, block_size)
@@ -55,7 +54,7 @@ def test_path_selection_follows_the_guards(events, m, k, block_size, path):
 
 def test_event_reason_names_the_failed_guards(events):
     packed, scales, g = _weights(k=70, block_size=7)
-    kernels.nvfp4_matmul(_acts(2, 70), packed, scales, g, 7)
+    nvfp4_kernels.nvfp4_matmul(_acts(2, 70), packed, scales, g, 7)
     reason = events[-1].reason
     assert "gemv (" in reason and "k_mod_32: K=70" in reason and "block_size_even: block_size=7" in reason
     outcomes = {o.name: o.passed for o in events[-1].guards}
@@ -69,45 +68,45 @@ def test_native_fp4_is_unreachable_on_cpu_and_hopper_and_taken_on_simulated_blac
     assert select_path(problem, DeviceCaps.simulated_gpu(12, 0)).path == "native_fp4"
     assert select_path(problem, DeviceCaps.simulated_gpu(12, 0), Policy(native_fp4_enabled=False)).path \
         == "prefill_vec8"
-    assert "sm_120" in kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.cpu())
-    assert "sm_90" in kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(9, 0))
-    assert kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(12, 0)) is None
+    assert "sm_120" in nvfp4_kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.cpu())
+    assert "sm_90" in nvfp4_kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(9, 0))
+    assert nvfp4_kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(12, 0)) is None
 
 
 def test_gemv_max_m_policy_moves_the_threshold(events):
     packed, scales, g = _weights()
-    kernels.nvfp4_matmul(_acts(4, 64), packed, scales, g, policy=Policy(gemv_max_m=2))
+    nvfp4_kernels.nvfp4_matmul(_acts(4, 64), packed, scales, g, policy=Policy(gemv_max_m=2))
     assert events[-1].path == "prefill_vec8"
-    kernels.nvfp4_matmul(_acts(12, 64), packed, scales, g, policy=Policy(gemv_max_m=16))
+    nvfp4_kernels.nvfp4_matmul(_acts(12, 64), packed, scales, g, policy=Policy(gemv_max_m=16))
     assert events[-1].path == "gemv"
 
 
 def test_forced_path_and_its_guards(events):
     packed, scales, g = _weights()
-    kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, policy=Policy(force_path="prefill_scalar"))
+    nvfp4_kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, policy=Policy(force_path="prefill_scalar"))
     assert events[-1].path == "prefill_scalar" and events[-1].forced and "forced" in events[-1].reason
     with pytest.raises(PathNotAllowed, match="gemv.m_in_range is false"):
-        kernels.nvfp4_matmul(_acts(20, 64), packed, scales, g, policy=Policy(force_path="gemv"))
+        nvfp4_kernels.nvfp4_matmul(_acts(20, 64), packed, scales, g, policy=Policy(force_path="gemv"))
     with pytest.raises(PathNotAllowed, match="cannot take"):
-        kernels.dequantize(packed, scales, g, policy=Policy(force_path="gemv"))
+        nvfp4_kernels.dequantize(packed, scales, g, policy=Policy(force_path="gemv"))
     with pytest.raises(ValueError, match="force_path must be one of"):
         Policy(force_path="fast")
 
 
 def test_policy_scope_sets_the_default_policy(events):
     packed, scales, g = _weights()
-    with kernels.policy_scope(Policy(force_path="prefill_scalar")):
-        kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g)
-        assert kernels.current_policy().force_path == "prefill_scalar"
-    kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g)
+    with nvfp4_kernels.policy_scope(Policy(force_path="prefill_scalar")):
+        nvfp4_kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g)
+        assert nvfp4_kernels.current_policy().force_path == "prefill_scalar"
+    nvfp4_kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g)
     assert [e.path for e in events[-2:]] == ["prefill_scalar", "prefill_vec8"]
 
 
 def test_numpy_in_numpy_out_and_torch_in_torch_out_give_the_same_bits():
     packed, scales, g = _weights()
     a = _acts(3, 64, np.float16)
-    y_np = kernels.nvfp4_matmul(a, packed, scales, g)
-    y_t = kernels.nvfp4_matmul(torch.from_numpy(a), torch.from_numpy(packed), torch.from_numpy(scales),
+    y_np = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g)
+    y_t = nvfp4_kernels.nvfp4_matmul(torch.from_numpy(a), torch.from_numpy(packed), torch.from_numpy(scales),
                                torch.tensor(g))
     assert isinstance(y_np, np.ndarray) and isinstance(y_t, torch.Tensor)
     assert y_t.dtype == torch.float16 and compare_bitwise(y_np, y_t)
@@ -116,9 +115,9 @@ def test_numpy_in_numpy_out_and_torch_in_torch_out_give_the_same_bits():
 def test_leading_dimensions_flatten_into_m(events):
     packed, scales, g = _weights()
     a = _acts(6, 64).reshape(2, 3, 64)
-    y = kernels.nvfp4_matmul(a, packed, scales, g)
+    y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g)
     assert y.shape == (2, 3, 32) and events[-1].m == 6
-    assert compare_bitwise(kernels.nvfp4_matmul(a.reshape(6, 64), packed, scales, g).reshape(2, 3, 32), y)
+    assert compare_bitwise(nvfp4_kernels.nvfp4_matmul(a.reshape(6, 64), packed, scales, g).reshape(2, 3, 32), y)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
@@ -131,7 +130,7 @@ def test_gemv_and_prefill_are_close_to_a_float64_reference(dtype):
         a = _acts(m, 256, dtype)
         dot = a.astype(np.float64) @ w.T
         ref = dot + bias.astype(np.float64)
-        y = kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(force_path=path))
+        y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(force_path=path))
         err = np.abs(y.astype(np.float64) - ref)
         # a rounding of the dot (prefill) and of the sum, plus fp32 accumulation error
         bound = ulp * (np.abs(dot) + np.abs(ref)) + 1e-5 * (np.abs(a).astype(np.float64) @ np.abs(w).T) + 1e-6
@@ -144,9 +143,9 @@ def test_misaligned_b_falls_back_to_scalar_with_the_same_bits(events):
     view = buffer[1:].reshape(packed.shape)
     view[...] = packed
     assert view.flags.c_contiguous and view.ctypes.data % 4
-    aligned = kernels.dequantize(packed, scales, g, 16)
+    aligned = nvfp4_kernels.dequantize(packed, scales, g, 16)
     assert events[-1].path == "prefill_vec8"
-    shifted = kernels.dequantize(view, scales, g, 16)
+    shifted = nvfp4_kernels.dequantize(view, scales, g, 16)
     assert events[-1].path == "prefill_scalar" and "misaligned" in events[-1].reason
     assert compare_bitwise(aligned, shifted)
 
@@ -155,27 +154,27 @@ def test_misaligned_output_buffer_falls_back_to_scalar(events):
     packed, scales, g = _weights(k=64)
     storage = np.zeros(32 * 64 + 8, dtype=np.float16)
     out = storage[1:1 + 32 * 64].reshape(32, 64)
-    result = kernels.dequantize(packed, scales, g, 16, "float16", out=out)
+    result = nvfp4_kernels.dequantize(packed, scales, g, 16, "float16", out=out)
     assert result is out and events[-1].path == "prefill_scalar" and "output" in events[-1].reason
     assert compare_bitwise(reference.dequantize(packed, scales, g, 16, "float16"), out)
 
 
 def test_dequantize_events_only_evaluate_dequant_guards(events):
     packed, scales, g = _weights()
-    kernels.dequantize(packed, scales, g, 16, "bfloat16")
+    nvfp4_kernels.dequantize(packed, scales, g, 16, "bfloat16")
     assert events[-1].op == "dequantize" and events[-1].m is None
     assert {o.name.split(".")[0] for o in events[-1].guards} == {"prefill_vec8"}
 
 
 def test_shortcuts_for_empty_problems(events):
     packed, scales, g = _weights()
-    y = kernels.nvfp4_matmul(np.zeros((0, 64), ml_dtypes.bfloat16), packed, scales, g)
+    y = nvfp4_kernels.nvfp4_matmul(np.zeros((0, 64), ml_dtypes.bfloat16), packed, scales, g)
     assert y.shape == (0, 32) and events[-1].path == "empty" and events[-1].shortcut
     bias = np.arange(32).astype(ml_dtypes.bfloat16)
     empty_b, empty_s = np.zeros((32, 0), np.uint8), np.zeros((32, 0), np.uint8)
-    y = kernels.nvfp4_matmul(np.zeros((3, 0), ml_dtypes.bfloat16), empty_b, empty_s, 1.0, 16, bias)
+    y = nvfp4_kernels.nvfp4_matmul(np.zeros((3, 0), ml_dtypes.bfloat16), empty_b, empty_s, 1.0, 16, bias)
     assert events[-1].path == "bias_only" and compare_bitwise(np.broadcast_to(bias, (3, 32)), y)
-    y = kernels.nvfp4_matmul(np.zeros((3, 0), np.float16), empty_b, empty_s, 1.0)
+    y = nvfp4_kernels.nvfp4_matmul(np.zeros((3, 0), np.float16), empty_b, empty_s, 1.0)
     assert y.dtype == np.float16 and not y.any() and y.shape == (3, 32)
 
 
@@ -206,7 +205,7 @@ def test_invalid_input_is_rejected_with_a_message_that_says_what_to_fix(events, 
                 backend="cpu")
     args.update(change)
     with pytest.raises((ValueError, TypeError), match=message):
-        kernels.nvfp4_matmul(args.pop("a"), args.pop("b"), args.pop("weight_scale"),
+        nvfp4_kernels.nvfp4_matmul(args.pop("a"), args.pop("b"), args.pop("weight_scale"),
                              args.pop("weight_scale_2"), args.pop("block_size"), args.pop("bias"),
                              backend=args.pop("backend"))
     assert events == []  # validation happens before anything runs or is announced
@@ -215,10 +214,10 @@ def test_invalid_input_is_rejected_with_a_message_that_says_what_to_fix(events, 
 def test_mixed_devices_and_wrong_backend_are_rejected():
     packed, scales, g = _weights()
     with pytest.raises(ValueError, match="same dtype as A|one device"):
-        kernels.nvfp4_matmul(torch.zeros(2, 64, dtype=torch.bfloat16, device="meta"), packed, scales, g)
+        nvfp4_kernels.nvfp4_matmul(torch.zeros(2, 64, dtype=torch.bfloat16, device="meta"), packed, scales, g)
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="backend='cuda' is unavailable"):
-            kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, backend="cuda")
+            nvfp4_kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, backend="cuda")
 
 
 def test_listeners_are_thread_safe_and_removable():
@@ -230,19 +229,19 @@ def test_listeners_are_thread_safe_and_removable():
         with lock:
             seen.append(event.path)
 
-    kernels.add_listener(listener)
-    threads = [threading.Thread(target=kernels.dequantize, args=(packed, scales, g)) for _ in range(8)]
+    nvfp4_kernels.add_listener(listener)
+    threads = [threading.Thread(target=nvfp4_kernels.dequantize, args=(packed, scales, g)) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    kernels.remove_listener(listener)
-    kernels.dequantize(packed, scales, g)
+    nvfp4_kernels.remove_listener(listener)
+    nvfp4_kernels.dequantize(packed, scales, g)
     assert seen == ["prefill_vec8"] * 8
 
 
 def test_event_round_trips_through_a_dict(events):
     packed, scales, g = _weights()
-    kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g)
+    nvfp4_kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g)
     event = events[-1]
-    assert kernels.DispatchEvent.from_dict(event.to_dict()) == event
+    assert nvfp4_kernels.DispatchEvent.from_dict(event.to_dict()) == event

@@ -19,12 +19,11 @@ import zlib
 
 import ml_dtypes
 import numpy as np
+import nvfp4_kernels
 import pytest
-
-import kernels
-from harness import shapes
-from harness.verify import assert_bitwise_equal, to_numpy
-from kernels.paths import Policy
+from nvfp4_harness.nvfp4 import shapes
+from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, to_numpy
+from nvfp4_kernels.paths import Policy
 
 pytestmark = pytest.mark.dispatch
 
@@ -67,7 +66,7 @@ def call(a, b, scales, g, block_size, bias, backend, path=None):
         a, b, scales, bias = (None if x is None else shapes.place(x, "cuda", True) for x in (a, b, scales, bias))
     policy = Policy(force_path=path) if path else None
     with shapes.dispatch_events() as events:
-        y = kernels.nvfp4_matmul(a, b, scales, np.float32(g), block_size, bias, backend=backend, policy=policy)
+        y = nvfp4_kernels.nvfp4_matmul(a, b, scales, np.float32(g), block_size, bias, backend=backend, policy=policy)
     return to_numpy(y), events[0].path
 
 

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from harness import tables
-from kernels import nvfp4
+from nvfp4_harness.nvfp4 import tables
+from nvfp4_kernels import nvfp4
 
 pytestmark = pytest.mark.dispatch
 

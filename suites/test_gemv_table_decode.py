@@ -9,16 +9,15 @@ per-value path. This suite emulates the kernel's integer steps (``build_table``,
 PRMT with its sign-replicate selector bit) in numpy and checks, over all 256 scale bytes x a grid
 of g (subnormal-producing, fp16-overflowing, fp32-overflowing, negative, zero, inf, NaN) x all
 16 codes x fp16/bf16, that wherever ``table_ok`` holds the table gives the reference bits of
-kernels.reference. A deliberately weakened condition must be caught.
+nvfp4_kernels.reference. A deliberately weakened condition must be caught.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
-from kernels.reference import round_fp32_to
+from nvfp4_kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
+from nvfp4_kernels.reference import round_fp32_to
 
 # mirrors TableT<T> in benchmarks/experiments/gemv_table_decode.patch: (binade unit in T bits, kLo bits, kHi bits)
 TABLE_PARAMS = {

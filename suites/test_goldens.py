@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from harness import goldens
-from harness.goldens import GoldenRecord, GoldenStore
-from harness.verify import tensor_sha256
+from nvfp4_harness.nvfp4 import goldens
+from nvfp4_harness.nvfp4.goldens import GoldenRecord, GoldenStore
+from nvfp4_harness.nvfp4.verify import tensor_sha256
 
 pytest_plugins = ["pytester"]
 
@@ -22,8 +21,8 @@ def _plugin_args() -> list[str]:
     then its pytest11 entry point is absent; an installed one is loaded by the entry point."""
     from importlib.metadata import entry_points
 
-    installed = any(ep.value == "harness.goldens" for ep in entry_points(group="pytest11"))
-    return [] if installed else ["-p", "harness.goldens"]
+    installed = any(ep.value == "nvfp4_harness.nvfp4.goldens" for ep in entry_points(group="pytest11"))
+    return [] if installed else ["-p", "nvfp4_harness.nvfp4.goldens"]
 
 TWO_GOLDENS = """
 import numpy as np

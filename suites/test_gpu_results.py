@@ -10,17 +10,16 @@ import json
 
 import numpy as np
 import pytest
-
-from harness import gpu_cases, tables
-from harness.gpu_check import DEFAULT_OUT
-from harness.verify import tensor_sha256
-from kernels import reference
+from nvfp4_harness.nvfp4 import gpu_cases, tables
+from nvfp4_harness.nvfp4.gpu_check import DEFAULT_OUT
+from nvfp4_harness.nvfp4.verify import tensor_sha256
+from nvfp4_kernels import reference
 
 RESULTS = DEFAULT_OUT / "gpu_check.json"
 pytestmark = [
     pytest.mark.dispatch,
     pytest.mark.skipif(not RESULTS.exists(), reason="no GPU results committed yet: run "
-                       "`python -m harness gpu-check` on a GPU and commit fixtures/gpu"),
+                       "`python -m nvfp4_harness gpu-check` on a GPU and commit fixtures/gpu"),
 ]
 
 

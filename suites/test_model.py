@@ -10,11 +10,10 @@ import functools
 
 import numpy as np
 import pytest
-
-from harness import shapes
-from harness.model import PROMPT, ModelConfig, TinyCausalLM, generate, model_fingerprint
-from harness.verify import assert_bitwise_equal, tensor_sha256
-from kernels.paths import Policy
+from nvfp4_harness.nvfp4 import shapes
+from nvfp4_harness.nvfp4.tiny_lm import PROMPT, ModelConfig, TinyCausalLM, generate, model_fingerprint
+from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, tensor_sha256
+from nvfp4_kernels.paths import Policy
 
 pytestmark = pytest.mark.dispatch
 

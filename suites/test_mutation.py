@@ -1,6 +1,6 @@
 """The mutation table still applies to the current sources, and the runner scores correctly.
 
-The full mutation run (``python -m harness mutate``) runs the dispatch suites once per mutant
+The full mutation run (``python -m nvfp4_harness mutate``) runs the dispatch suites once per mutant
 and is a separate, slow command; these checks are cheap.
 """
 
@@ -10,9 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from harness import mutation
-from harness.mutation import MUTATIONS, Mutation, StaleMutation
+from nvfp4_harness.nvfp4 import mutation
+from nvfp4_harness.nvfp4.mutation import MUTATIONS, Mutation, StaleMutation
 
 REQUIRED_BUGS = ("nibble-swap", "scale-index-off-by-one", "mid-chunk-advance-dropped", "negative-zero-lost",
                  "gemv-fp16-accumulation", "k-mod-8-guard-weakened", "gemv-bias-after-rounding")

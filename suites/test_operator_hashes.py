@@ -17,13 +17,12 @@ import functools
 import zlib
 from dataclasses import dataclass
 
+import nvfp4_kernels
 import pytest
-
-import kernels
-from harness import shapes
-from harness.shapes import ShapeCase, StableRng
-from harness.verify import assert_bitwise_equal, tensor_sha256
-from kernels.paths import Policy
+from nvfp4_harness.nvfp4 import shapes
+from nvfp4_harness.nvfp4.shapes import ShapeCase, StableRng
+from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, tensor_sha256
+from nvfp4_kernels.paths import Policy
 
 pytestmark = pytest.mark.dispatch
 
@@ -91,7 +90,7 @@ def test_dequantized_scratch_is_portable(config: OpConfig, backend: str, golden)
     want = shapes.oracle_dequantize(ops.b, ops.weight_scale, ops.weight_scale_2, config.block_size, config.dtype)
     for path in config.dequant_paths:
         with shapes.dispatch_events() as events:
-            got = kernels.dequantize(ops.b, ops.weight_scale, ops.weight_scale_2, config.block_size,
+            got = nvfp4_kernels.dequantize(ops.b, ops.weight_scale, ops.weight_scale_2, config.block_size,
                                      config.dtype, backend=backend, policy=_forced(path))
         assert events[0].path == path
         assert_bitwise_equal(want, got, f"{config.name}: {path} scratch vs oracle")
@@ -113,7 +112,7 @@ def test_outputs_of_every_path(config: OpConfig, backend: str, golden) -> None:
     for path, m in _output_runs(config):
         a = ops.a[:m]
         with shapes.dispatch_events() as events:
-            y = kernels.nvfp4_matmul(a, ops.b, ops.weight_scale, ops.weight_scale_2, config.block_size, ops.bias,
+            y = nvfp4_kernels.nvfp4_matmul(a, ops.b, ops.weight_scale, ops.weight_scale_2, config.block_size, ops.bias,
                                      backend=backend, policy=_forced(path))
         assert events[0].path == path and events[0].m == m
         sub = ShapeCase(case.id, "matmul", (m,), config.n, config.k, config.block_size, config.dtype, path, "")

@@ -1,7 +1,7 @@
 """The pytest plugin, driven through inner pytest sessions (pytester).
 
 Expected coverage figures are computed here from the inner suites' cases with
-``kernels.paths.select_path`` (the dispatcher's own selection), not read from the harness.
+``nvfp4_kernels.paths.select_path`` (the dispatcher's own selection), not read from the harness.
 """
 
 from __future__ import annotations
@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+from nvfp4_kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
 
 pytest_plugins = ["pytester"]
 
 CONFTEST = '''
 import numpy as np
-import kernels
-from kernels import nvfp4
+import nvfp4_kernels
+from nvfp4_kernels import nvfp4
 
 
 def run_case(m, k, block_size=16, misaligned=False, n=32):
@@ -30,7 +29,7 @@ def run_case(m, k, block_size=16, misaligned=False, n=32):
         view[...] = b
         b = view
     a = rng.standard_normal((m, k)).astype(np.float16)
-    return kernels.nvfp4_matmul(a, b, s, g, block_size)
+    return nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size)
 '''
 
 #: (m, k, block_size, misaligned): every reachable path and guard side on the CPU

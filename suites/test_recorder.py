@@ -6,13 +6,12 @@ import sys
 import threading
 
 import numpy as np
+import nvfp4_harness
+import nvfp4_kernels
 import pytest
-
-import harness
-import kernels
-from harness.coverage import CoverageData
-from harness.recorder import Recorder, recording
-from kernels import nvfp4
+from nvfp4_harness.engine.coverage import CoverageData
+from nvfp4_harness.engine.recorder import Recorder, recording
+from nvfp4_kernels import nvfp4
 
 
 def _operands(m: int, k: int, block_size: int = 16, n: int = 32):
@@ -24,7 +23,7 @@ def _operands(m: int, k: int, block_size: int = 16, n: int = 32):
 
 def _call(m: int, k: int, block_size: int = 16) -> None:
     a, b, s, g = _operands(m, k, block_size)
-    kernels.nvfp4_matmul(a, b, s, g, block_size)
+    nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size)
 
 
 def test_events_go_to_the_current_test_and_to_none_outside():
@@ -61,7 +60,7 @@ def test_recording_block_labels_events_and_stops_listening_at_exit():
     _call(1, 32)  # after the block: not recorded
     assert not rec.listening
     assert [(r.test, r.event.path) for r in rec.events] == [("smoke", "gemv")]
-    assert harness.recording is recording
+    assert nvfp4_harness.recording is recording
 
 
 def test_a_stopped_recorder_hears_nothing_and_start_is_idempotent():
@@ -80,7 +79,7 @@ def test_coverage_snapshot_counts_what_was_recorded():
             _call(m, k)
     data = rec.coverage()
     paths = [r.event.path for r in rec.events]
-    for name in kernels.PATH_ORDER:
+    for name in nvfp4_kernels.PATH_ORDER:
         assert data.paths[name].hits == paths.count(name)
     assert data == CoverageData.from_events((r.event, r.test) for r in rec.events)
     rec.clear()

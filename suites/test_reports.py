@@ -7,18 +7,23 @@ import re
 from collections import Counter
 
 import pytest
-
-from harness import combine, report
-from harness.coverage import CoverageData, simulated_event
-from harness.report import parse_report_spec, render_lcov, render_markdown, render_term, render_term_missing
-from kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps
+from nvfp4_harness.engine import combine, report
+from nvfp4_harness.engine.coverage import CoverageData, simulated_event
+from nvfp4_harness.engine.report import (
+    parse_report_spec,
+    render_lcov,
+    render_markdown,
+    render_term,
+    render_term_missing,
+)
+from nvfp4_kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps
 
 CPU = DeviceCaps.cpu()
 SM120 = DeviceCaps.simulated_gpu(12, 0)
 
 
 def event_for(m, k, block_size=16, **kwargs):
-    """A hand-built event (no kernel runs) for any device, via harness.coverage.simulated_event."""
+    """A hand-built event (no kernel runs) for any device, via nvfp4_harness.engine.coverage.simulated_event."""
     return simulated_event(m, k, block_size, dtype="float16", **kwargs)
 
 

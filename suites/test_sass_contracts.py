@@ -1,7 +1,7 @@
 """CPU-CI SASS contracts: the machine code of the kernels keeps the properties their speed rests on.
 
 cuobjdump --dump-sass (PyPI nvidia-cuda-cuobjdump, which needs nvdisasm from
-nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by kernels.build. Contracts:
+nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kernels.build. Contracts:
 
 * vec8 dequant (fp16 and bf16): 128-bit global stores, 32-bit packed loads and no byte loads of
   the packed data beyond the scale bytes, no local memory (LDL/STL), no CALL (a software
@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from kernels import build
+from nvfp4_kernels import build
 
 
 def _tool_dir() -> Path | None:

@@ -8,10 +8,9 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-
-from harness import shapes
-from harness.shapes import MATRIX, ShapeCase
-from kernels.paths import DeviceCaps, Problem, select_path
+from nvfp4_harness.nvfp4 import shapes
+from nvfp4_harness.nvfp4.shapes import MATRIX, ShapeCase
+from nvfp4_kernels.paths import DeviceCaps, Problem, select_path
 
 pytestmark = pytest.mark.dispatch
 

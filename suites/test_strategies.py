@@ -7,11 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-
-from harness import shapes
-from harness.strategies import DEQUANT_PATHS, MATMUL_PATHS, Nvfp4Problem, nvfp4_problems
-from harness.verify import assert_bitwise_equal
-from kernels.paths import Policy
+from nvfp4_harness.nvfp4 import shapes
+from nvfp4_harness.nvfp4.strategies import DEQUANT_PATHS, MATMUL_PATHS, Nvfp4Problem, nvfp4_problems
+from nvfp4_harness.nvfp4.verify import assert_bitwise_equal
+from nvfp4_kernels.paths import Policy
 
 pytestmark = pytest.mark.dispatch
 
@@ -95,7 +94,7 @@ def test_the_smallest_scalar_problem_is_still_constructible(problem: Nvfp4Proble
 def test_statistics_show_the_paths(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_stats="""
         from hypothesis import given, settings
-        from harness.strategies import nvfp4_problems
+        from nvfp4_harness.nvfp4.strategies import nvfp4_problems
 
         @settings(max_examples=40, derandomize=True, deadline=None)
         @given(nvfp4_problems(max_k=64, max_n=4))

@@ -1,4 +1,4 @@
-"""Tensor hashing and bitwise comparison (harness.verify)."""
+"""Tensor hashing and bitwise comparison (nvfp4_harness.nvfp4.verify)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-
-from harness.verify import assert_bitwise_equal, compare_bitwise, relative_error, tensor_sha256
+from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, compare_bitwise, relative_error, tensor_sha256
 
 
 def test_hash_is_the_documented_header_plus_little_endian_bytes():

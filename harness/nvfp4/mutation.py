@@ -1,4 +1,4 @@
-"""``python -m harness mutate``: plant typical kernel bugs one at a time, expect the suites to fail.
+"""``python -m nvfp4_harness mutate``: plant typical kernel bugs one at a time, expect the suites to fail.
 
 A green suite proves little until it has been seen going red for the bugs it is meant to
 catch. This command copies the project into a temporary folder (the working tree is never
@@ -17,10 +17,10 @@ its search text. ``suites/test_mutation.py`` checks cheaply that every mutation 
 
 Usage::
 
-    python -m harness mutate                 # all mutations (slow: one suite run each)
-    python -m harness mutate --list          # what would be planted
-    python -m harness mutate --only gemv-bias-after-rounding,k-mod-8-guard-weakened
-    python -m harness mutate --pytest-args="-n 2"   # extra pytest arguments (e.g. xdist)
+    python -m nvfp4_harness mutate                 # all mutations (slow: one suite run each)
+    python -m nvfp4_harness mutate --list          # what would be planted
+    python -m nvfp4_harness mutate --only gemv-bias-after-rounding,k-mod-8-guard-weakened
+    python -m nvfp4_harness mutate --pytest-args="-n 2"   # extra pytest arguments (e.g. xdist)
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PYTEST_COMMAND = ("-m", "pytest", "-m", "dispatch", "-x", "-q", "-p", "no:cacheprovider")
 _IGNORED = (".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info",
             ".benchmarks", ".ruff_cache", "_build", ".tox", "*.pyc")
@@ -165,15 +165,51 @@ def check_definitions(root: Path = PROJECT_ROOT,
     return problems
 
 
+#: folder of the copy holding one link per renamed import name; first on the copy's PYTHONPATH
+IMPORT_ROOT = ".import"
+
+
+def import_names(root: Path) -> dict[str, str]:
+    """Top-level import name -> folder, for the packages of the project at ``root``.
+
+    pyproject.toml's ``[tool.setuptools] package-dir`` maps names to folders (this project
+    installs ``harness/`` as ``nvfp4_harness``); a top-level folder with an ``__init__.py``
+    that no mapping names imports under its own name.
+    """
+    names: dict[str, str] = {}
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            tomllib = None  # type: ignore[assignment]
+        if tomllib is not None:
+            config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            mapping = config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+            names.update({k: v for k, v in mapping.items() if k and "." not in k})
+    mapped = set(names.values())
+    for folder in sorted(p.name for p in root.iterdir() if (p / "__init__.py").is_file()):
+        if folder not in mapped:
+            names[folder] = folder
+    return names
+
+
 def copy_project(root: Path, dest: Path) -> Path:
-    """Copy the project (without VCS, virtualenvs and caches) to ``dest``."""
+    """Copy the project (without VCS, virtualenvs and caches) to ``dest``, with links that
+    make its renamed import names (``nvfp4_harness`` ...) resolve to the copy's folders."""
     shutil.copytree(root, dest, ignore=shutil.ignore_patterns(*_IGNORED), symlinks=True)
+    links = dest / IMPORT_ROOT
+    links.mkdir(exist_ok=True)
+    for name, folder in import_names(dest).items():
+        if name != folder:
+            (links / name).symlink_to(Path("..") / folder, target_is_directory=True)
     return dest
 
 
 def _environment(copy: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(copy)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    first = [str(copy / IMPORT_ROOT), str(copy)]
+    env["PYTHONPATH"] = os.pathsep.join(first + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # a same-size mutation in the same second must not reuse a .pyc
     env.setdefault("HYPOTHESIS_PROFILE", "ci")
     return env
@@ -200,9 +236,10 @@ def run_suite(copy: Path, pytest_args: Sequence[str], timeout: float) -> tuple[i
 
 
 def imports_from(copy: Path) -> str | None:
-    """None when every top-level package of the copy (kernels, harness, ...) imports from the
-    copy rather than from an installed (e.g. editable) version; else what python imported."""
-    packages = sorted(p.name for p in copy.iterdir() if (p / "__init__.py").is_file())
+    """None when every import name of the project (``nvfp4_kernels``, ``nvfp4_harness``)
+    imports from the copy rather than from an installed (e.g. editable) version; else what
+    python imported."""
+    packages = sorted(import_names(copy))
     if not packages:
         return None
     probe = "; ".join(f"import {name}; print({name}.__file__)" for name in packages)
@@ -281,7 +318,7 @@ def format_table(outcomes: Sequence[Outcome], mutations: Sequence[Mutation]) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness mutate", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m nvfp4_harness mutate", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--check", action="store_true",

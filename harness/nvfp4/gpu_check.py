@@ -1,4 +1,4 @@
-"""``python -m harness gpu-check``: verify the CUDA kernels on this machine's GPU, write results.
+"""``python -m nvfp4_harness gpu-check``: verify the CUDA kernels on this machine's GPU, write results.
 
 What it checks, and what it writes under ``--out`` (default ``fixtures/gpu``):
 
@@ -7,7 +7,7 @@ What it checks, and what it writes under ``--out`` (default ``fixtures/gpu``):
 * ``gpu_check.json`` - provenance, and per check its outcome:
   - ``dequant``: every dequant kernel whose guards admit a case, over the foundation matrix plus
     large shapes (N, K up to 5120 and N > 65,535), hashed (SHA-256) next to the CPU reference's
-    hash; CPU CI regenerates the inputs from the seeds in :mod:`harness.gpu_cases` and checks
+    hash; CPU CI regenerates the inputs from the seeds in :mod:`nvfp4_harness.nvfp4.gpu_cases` and checks
     the committed GPU hashes against its own reference;
   - ``matmul``: GEMV and prefill outputs against a float64 reference, within the stated bound;
   - ``misaligned``: sliced views of B and of the output fall back to the scalar kernel, same bits;
@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-import kernels
-from harness import gpu_cases, tables
-from harness.observe import check_observation, observe_call
-from harness.provenance import REPO, gpu_provenance
-from harness.verify import compare_bitwise, tensor_sha256
-from kernels import nvfp4, reference
-from kernels.paths import Policy
+import nvfp4_kernels
+from nvfp4_harness.engine.observe import check_observation, observe_call
+from nvfp4_harness.nvfp4 import gpu_cases, tables
+from nvfp4_harness.nvfp4.provenance import REPO, gpu_provenance
+from nvfp4_harness.nvfp4.verify import compare_bitwise, tensor_sha256
+from nvfp4_kernels import nvfp4, reference
+from nvfp4_kernels.paths import Policy
 
 DEFAULT_OUT = REPO / "fixtures" / "gpu"
 #: unit roundoff of each output type: the bound's factor for each rounding to T
@@ -57,7 +56,7 @@ def _to_gpu(x: np.ndarray) -> Any:
 
 def check_fp4_table(out: Path, provenance: dict) -> dict:
     """NVIDIA's conversion intrinsic on the GPU against the committed fp16 byte table."""
-    from kernels import cuda_backend
+    from nvfp4_kernels import cuda_backend
 
     gpu = cuda_backend.fp4x2_to_halfraw2_table().astype(np.uint16)
     header = "".join(f"# {k}: {provenance[k]}\n" for k in ("gpu", "driver", "cuda_runtime", "torch", "date",
@@ -72,8 +71,7 @@ def check_fp4_table(out: Path, provenance: dict) -> dict:
 def check_dequant(quick: bool) -> dict:
     """Every admitted dequant kernel vs the CPU reference, hashed, over the case matrix."""
     import torch
-
-    from kernels import cuda_backend
+    from nvfp4_kernels import cuda_backend
 
     records, failures = [], []
     cases = gpu_cases.dequant_cases()
@@ -123,7 +121,7 @@ def check_matmul(quick: bool) -> dict:
             for m, path in ((1, "gemv"), (3, "gemv"), (8, "gemv"), (16, "prefill_vec8"),
                             (16, "prefill_scalar"), (64, "prefill_vec8")):
                 a = torch.randn(m, k, dtype=_torch_dtype(dtype), device="cuda")
-                y = kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=Policy(force_path=path))
+                y = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=Policy(force_path=path))
                 a64 = a.double().cpu().numpy()
                 ref, bound = _matmul_bound(a64, w64, bias64, dtype, path)
                 err = np.abs(y.double().cpu().numpy() - ref)
@@ -140,7 +138,7 @@ def check_misaligned() -> dict:
     import torch
 
     events: list = []
-    kernels.add_listener(events.append)
+    nvfp4_kernels.add_listener(events.append)
     try:
         rng = np.random.default_rng(5)
         packed, scales, g = nvfp4.quantize(rng.standard_normal((256, 512)).astype(np.float32), 16)
@@ -149,15 +147,15 @@ def check_misaligned() -> dict:
         b_view = storage[1:1 + packed.size].view(packed.shape)
         b_view.copy_(_to_gpu(packed))
         s = _to_gpu(scales)
-        got_b = kernels.dequantize(b_view, s, g, 16, "bfloat16")
+        got_b = nvfp4_kernels.dequantize(b_view, s, g, 16, "bfloat16")
         path_b, reason_b = events[-1].path, events[-1].reason
         out_store = torch.zeros(256 * 512 + 8, dtype=torch.bfloat16, device="cuda")
         out_view = out_store[2:2 + 256 * 512].view(256, 512)
-        kernels.dequantize(_to_gpu(packed), s, g, 16, "bfloat16", out=out_view)
+        nvfp4_kernels.dequantize(_to_gpu(packed), s, g, 16, "bfloat16", out=out_view)
         path_o, reason_o = events[-1].path, events[-1].reason
         untouched = bool((out_store[:2] == 0).all() and (out_store[2 + 256 * 512:] == 0).all())
     finally:
-        kernels.remove_listener(events.append)
+        nvfp4_kernels.remove_listener(events.append)
     ok = (path_b == path_o == "prefill_scalar" and "misaligned" in reason_b and "misaligned" in reason_o
           and bool(compare_bitwise(want, got_b)) and bool(compare_bitwise(want, out_view)) and untouched)
     return {"passed": ok, "b_view": [path_b, reason_b], "out_view": [path_o, reason_o],
@@ -176,11 +174,11 @@ def check_observe() -> dict:
     a64 = torch.randn(64, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
     calls = {
-        "matmul M=1 (gemv)": lambda: kernels.nvfp4_matmul(a1, b, s, g),
-        "matmul M=64 (prefill_vec8)": lambda: kernels.nvfp4_matmul(a64, b, s, g),
-        "matmul block 7 (prefill_scalar)": lambda: kernels.nvfp4_matmul(a7, b7, s7, g7, 7),
-        "dequantize (prefill_vec8)": lambda: kernels.dequantize(b, s, g),
-        "dequantize block 7 (prefill_scalar)": lambda: kernels.dequantize(b7, s7, g7, 7),
+        "matmul M=1 (gemv)": lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g),
+        "matmul M=64 (prefill_vec8)": lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
+        "matmul block 7 (prefill_scalar)": lambda: nvfp4_kernels.nvfp4_matmul(a7, b7, s7, g7, 7),
+        "dequantize (prefill_vec8)": lambda: nvfp4_kernels.dequantize(b, s, g),
+        "dequantize block 7 (prefill_scalar)": lambda: nvfp4_kernels.dequantize(b7, s7, g7, 7),
     }
     rows = []
     for name, fn in calls.items():
@@ -202,18 +200,18 @@ def run_workload() -> None:
     for n, k, block_size, dtype in ((33, 24, 6, "bfloat16"), (17, 70, 7, "float16"), (9, 1020, 12, "float16"),
                                     (70000, 16, 16, "bfloat16"), (8, 2, 1, "bfloat16")):
         packed, scales, g = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
-        kernels.dequantize(_to_gpu(packed), _to_gpu(scales), g, block_size, dtype)
+        nvfp4_kernels.dequantize(_to_gpu(packed), _to_gpu(scales), g, block_size, dtype)
         a = torch.randn(20, k, dtype=_torch_dtype(dtype), device="cuda")
-        kernels.nvfp4_matmul(a, _to_gpu(packed), _to_gpu(scales), g, block_size)
+        nvfp4_kernels.nvfp4_matmul(a, _to_gpu(packed), _to_gpu(scales), g, block_size)
     packed, scales, g = nvfp4.quantize(rng.standard_normal((200, 320)).astype(np.float32), 16)
     b, s = _to_gpu(packed), _to_gpu(scales)
     for m in (1, 5, 8):
         bias = torch.randn(200, dtype=torch.bfloat16, device="cuda")
-        kernels.nvfp4_matmul(torch.randn(m, 320, dtype=torch.bfloat16, device="cuda"), b, s, g, 16, bias)
+        nvfp4_kernels.nvfp4_matmul(torch.randn(m, 320, dtype=torch.bfloat16, device="cuda"), b, s, g, 16, bias)
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)
     view.copy_(b)
-    kernels.dequantize(view, s, g, 16)
+    nvfp4_kernels.dequantize(view, s, g, 16)
     torch.cuda.synchronize()
 
 
@@ -224,7 +222,7 @@ def check_sanitizer() -> dict:
         return {"passed": False, "detail": "compute-sanitizer is not on PATH"}
     rows = []
     for name in ("memcheck", "racecheck"):
-        cmd = [tool, "--tool", name, "--error-exitcode", "3", sys.executable, "-m", "harness", "gpu-check",
+        cmd = [tool, "--tool", name, "--error-exitcode", "3", sys.executable, "-m", "nvfp4_harness", "gpu-check",
                "--workload"]
         started = time.time()
         try:
@@ -239,7 +237,7 @@ def check_sanitizer() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness gpu-check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nvfp4_harness gpu-check", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where results go (default %(default)s)")
     parser.add_argument("--quick", action="store_true", help="a subset of cases and shapes")
     parser.add_argument("--no-sanitizer", action="store_true", help="skip compute-sanitizer")

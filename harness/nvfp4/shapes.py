@@ -4,7 +4,7 @@ A suite that only ever calls the operator with M <= 8 never leaves the decode GE
 many cases it has. The matrix here is written the other way round: every :class:`ShapeCase`
 states the path it is meant to force (``case.path``) and, computed from the guard table of
 DESIGN.md section 2 (restated in :func:`expected_guards`, independently of
-:mod:`kernels.paths`), the outcome of every guard the dispatcher evaluates for it. The suites
+:mod:`nvfp4_kernels.paths`), the outcome of every guard the dispatcher evaluates for it. The suites
 run each case through the dispatcher and fail when the announced event disagrees, so a case
 that does not force what it claims is a test failure, not a silent loss of coverage.
 
@@ -14,7 +14,7 @@ of the output buffer, on the CPU (numpy) or on a GPU (torch CUDA tensors). Cases
 
 The module also holds the independent oracle the suites check results against:
 :func:`oracle_dequantize` decodes with ml_dtypes' own E2M1 / E4M3 types (not the tables of
-:mod:`kernels.nvfp4`), and :func:`matmul_error_bound` gives a sound elementwise bound for
+:mod:`nvfp4_kernels.nvfp4`), and :func:`matmul_error_bound` gives a sound elementwise bound for
 comparing any path's output with a float64 product.
 """
 
@@ -28,9 +28,8 @@ from typing import Any, Protocol
 
 import ml_dtypes
 import numpy as np
-
-import kernels
-from kernels.paths import PATH_ORDER, Policy
+import nvfp4_kernels
+from nvfp4_kernels.paths import PATH_ORDER, Policy
 
 #: Outcomes that launch no kernel (the dispatcher announces them with these names).
 SHORTCUT_PATHS = ("empty", "bias_only")
@@ -93,7 +92,7 @@ def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, ali
                     sm: int | None = None, policy: Policy | None = None) -> dict[str, bool]:
     """Every guard outcome the dispatcher should announce, from DESIGN.md section 2.
 
-    Written out again here (not read from :mod:`kernels.paths`) so that a weakened guard in
+    Written out again here (not read from :mod:`nvfp4_kernels.paths`) so that a weakened guard in
     the dispatcher disagrees with the matrix instead of silently agreeing with itself.
     """
     policy = policy or Policy()
@@ -163,7 +162,7 @@ class ShapeCase:
     bias: bool = False
     gpu_only: bool = False
     policy: Policy = field(default_factory=Policy)
-    #: ``"codes"``: random codes and finite scale bytes; ``"quantized"``: kernels.nvfp4.quantize
+    #: ``"codes"``: random codes and finite scale bytes; ``"quantized"``: nvfp4_kernels.nvfp4.quantize
     #: of uniform random weights (the scales a real checkpoint has)
     weights: str = "codes"
 
@@ -184,7 +183,7 @@ class ShapeCase:
         case asks for. ``container`` is ``"numpy"`` or ``"torch"`` for the CPU backend."""
         n, k, bs = self.n, self.k, self.block_size
         if self.weights == "quantized":
-            from kernels.nvfp4 import quantize
+            from nvfp4_kernels.nvfp4 import quantize
 
             packed, scales, g = quantize(rng.uniform(-4, 4, (n, k)).astype(np.float32), bs)
         else:
@@ -212,9 +211,9 @@ class ShapeCase:
     def run(self, ops: Operands, backend: str = "auto") -> Any:
         """Call the dispatcher with this case's operands and policy."""
         if self.op == "dequantize":
-            return kernels.dequantize(ops.b, ops.weight_scale, ops.weight_scale_2, self.block_size,
+            return nvfp4_kernels.dequantize(ops.b, ops.weight_scale, ops.weight_scale_2, self.block_size,
                                       self.dtype, backend=backend, policy=self.policy, out=ops.out)
-        return kernels.nvfp4_matmul(ops.a, ops.b, ops.weight_scale, ops.weight_scale_2,
+        return nvfp4_kernels.nvfp4_matmul(ops.a, ops.b, ops.weight_scale, ops.weight_scale_2,
                                     self.block_size, ops.bias, backend=backend, policy=self.policy)
 
 
@@ -338,13 +337,13 @@ def summary() -> dict[str, int]:
 
 @contextlib.contextmanager
 def dispatch_events() -> Iterator[list[Any]]:
-    """Collect the :class:`kernels.DispatchEvent` of every call made inside the block."""
+    """Collect the :class:`nvfp4_kernels.DispatchEvent` of every call made inside the block."""
     events: list[Any] = []
-    listener = kernels.add_listener(events.append)
+    listener = nvfp4_kernels.add_listener(events.append)
     try:
         yield events
     finally:
-        kernels.remove_listener(listener)
+        nvfp4_kernels.remove_listener(listener)
 
 
 # --- the independent oracle -------------------------------------------------------------------
@@ -354,7 +353,7 @@ def oracle_dequantize(packed: Any, weight_scale: Any, weight_scale_2: float, blo
                       dtype: str) -> np.ndarray:
     """The contract of DESIGN.md section 1, decoded with ml_dtypes' E2M1 and E4M3 types:
     ``to_T(e2m1(code) * (e4m3(scale) * g))`` with fp32 multiplies, NaN written as 0x7FFF."""
-    from harness.verify import to_numpy
+    from nvfp4_harness.nvfp4.verify import to_numpy
 
     packed, scales = to_numpy(packed), to_numpy(weight_scale)
     n, k = packed.shape[0], 2 * packed.shape[1]
@@ -396,7 +395,7 @@ def check_against_oracle(case: ShapeCase, ops: Operands, result: Any, path: str)
     Matmul: every element within :func:`matmul_error_bound` of the float64 product, with one
     rounding for the GEMV (its bias is added before rounding) and two for prefill.
     """
-    from harness.verify import assert_bitwise_equal, to_numpy
+    from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, to_numpy
 
     host = to_numpy(result)
     if case.op == "dequantize":

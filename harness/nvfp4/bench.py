@@ -1,4 +1,4 @@
-"""``python -m harness bench``: time the NVFP4 kernels beside the copy ceiling on a CUDA GPU.
+"""``python -m nvfp4_harness bench``: time the NVFP4 kernels beside the copy ceiling on a CUDA GPU.
 
 Why it is built this way:
 
@@ -17,7 +17,7 @@ Why it is built this way:
 
 The pure parts (byte counts, statistics, the crossover, the replay arithmetic, the naive LUT
 dequant) need no GPU and are tested on the CPU (``suites/test_bench_unit.py``). The GPU runner
-imports torch and :mod:`kernels.cuda_backend` only when it runs.
+imports torch and :mod:`nvfp4_kernels.cuda_backend` only when it runs.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
 
@@ -561,9 +561,9 @@ class Runner:
         return ops
 
     def check_slices(self, ops: Operands, out: Any, what: str) -> None:
-        """First, middle and last rows of ``out`` against kernels.reference, bit for bit."""
-        from harness.verify import compare_bitwise
-        from kernels import reference
+        """First, middle and last rows of ``out`` against nvfp4_kernels.reference, bit for bit."""
+        from nvfp4_harness.nvfp4.verify import compare_bitwise
+        from nvfp4_kernels import reference
 
         rows = max(1, min(ops.n, (1 << 18) // ops.k))
         g = float(ops.g.item())
@@ -573,7 +573,7 @@ class Runner:
                                             g, ops.block_size, DTYPE)
             diff = compare_bitwise(expected, out[sl])
             if not diff:
-                raise VerificationError(f"{what}, rows {r0}..{r0 + rows - 1} vs kernels.reference: {diff}")
+                raise VerificationError(f"{what}, rows {r0}..{r0 + rows - 1} vs nvfp4_kernels.reference: {diff}")
 
     def check_dequant(self, ops: Operands, out: Any, what: str) -> str:
         """Every element of ``out`` bit for bit against the verified golden."""
@@ -584,7 +584,7 @@ class Runner:
             first = tuple(int(i) for i in torch.nonzero(~equal)[0])
             raise VerificationError(f"{what}: {bad} of {out.numel()} elements differ bitwise from the "
                                     f"golden, first at {list(first)}")
-        return "bitwise vs naive torch dequant (itself bitwise vs kernels.reference on 3 row slices)"
+        return "bitwise vs naive torch dequant (itself bitwise vs nvfp4_kernels.reference on 3 row slices)"
 
     def check_matmul(self, a: Any, ops: Operands, out: Any, what: str) -> str:
         """No unwritten (NaN-poisoned) element anywhere; the first rows against float64."""
@@ -823,7 +823,7 @@ def provenance(torch: Any, argv: Sequence[str], args: argparse.Namespace, backen
         "cublas": cublas_version(),
         "python": platform.python_version(),
         "date": date,
-        "command": " ".join(["python -m harness bench", *argv]).strip(),
+        "command": " ".join(["python -m nvfp4_harness bench", *argv]).strip(),
         "git_commit": git_commit(args.git_commit),
         "backend": backend_note,
         "reps": args.reps, "warmup": args.warmup, "flush_bytes": FLUSH_BYTES,
@@ -844,7 +844,7 @@ def _sections(text: str) -> tuple[str, ...]:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m harness bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nvfp4_harness bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory for <gpu>-<date>.json")
     parser.add_argument("--reps", type=int, default=None,
                         help=f"timed repetitions per row (default {DEFAULT_REPS}, {QUICK_REPS} with --quick)")
@@ -866,7 +866,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def _load_backend() -> tuple[Any | None, str]:
     t0 = time.monotonic()
     try:
-        from kernels import cuda_backend
+        from nvfp4_kernels import cuda_backend
 
         ok, why = cuda_backend.available()
     except Exception as exc:  # a missing or broken backend still lets copy/cuBLAS/compile run
@@ -940,7 +940,7 @@ def run_sections(runner: Runner, plan: Plan, save: Callable[[], None]) -> None:
 def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.PathLike[str]
             ) -> tuple[dict[str, Any], Path]:
     """Run the plan and write the results JSON (after every shape too); return both."""
-    from kernels import Policy
+    from nvfp4_kernels import Policy
 
     results: dict[str, Any] = {"provenance": prov, "rows": runner.rows, "failures": runner.failures}
     saved: list[Path] = []
@@ -967,10 +967,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import torch
     except ImportError as exc:
-        print(f"python -m harness bench needs a CUDA GPU and torch: {exc}", file=sys.stderr)
+        print(f"python -m nvfp4_harness bench needs a CUDA GPU and torch: {exc}", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
-        print("python -m harness bench needs a CUDA GPU (torch.cuda.is_available() is False); "
+        print("python -m nvfp4_harness bench needs a CUDA GPU (torch.cuda.is_available() is False); "
               "on a CPU machine run the CPU benchmarks: pytest suites/test_bench_cpu.py", file=sys.stderr)
         return 2
     started = time.monotonic()
@@ -981,10 +981,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.mm(runner.lut[:4].view(2, 2), runner.lut[4:8].view(2, 2))  # load cuBLAS for the version query
     prov = provenance(torch, argv, args, backend_note, date)
     results, path = execute(runner, plan_for(args), prov, args.out)
-    from harness.bench_report import console_summary
+    from nvfp4_harness.nvfp4.bench_report import console_summary
 
     print(console_summary(results))
-    print(f"\nwrote {path} in {runner.elapsed():.0f} s; then: python -m harness bench-report {path}")
+    print(f"\nwrote {path} in {runner.elapsed():.0f} s; then: python -m nvfp4_harness bench-report {path}")
     return 1 if runner.failures else 0
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-
-from kernels import reference
+from nvfp4_kernels import reference
 
 #: block sizes and K of the foundation issue's matrix (odd, even, chunk-crossing, partial blocks)
 BLOCK_SIZES = (1, 2, 5, 6, 7, 12, 16, 32, 64)

@@ -3,8 +3,8 @@
 Plain torch, no download, no ``transformers``: byte-level vocabulary (256), learned positions,
 ``layers`` pre-norm blocks of RMSNorm, causal multi-head attention with a KV cache and a SwiGLU
 MLP, then a final RMSNorm and an NVFP4 ``lm_head``. Every weight comes from :class:`StableRng`
-and is quantized once with :func:`kernels.nvfp4.quantize`; every linear calls
-:func:`kernels.nvfp4_matmul` through the dispatcher, on CPU tensors or CUDA tensors alike.
+and is quantized once with :func:`nvfp4_kernels.nvfp4.quantize`; every linear calls
+:func:`nvfp4_kernels.nvfp4_matmul` through the dispatcher, on CPU tensors or CUDA tensors alike.
 
 Why the shapes: hidden 64 and intermediate 128 keep K % 32 == 0 with block size 16, so the
 decode steps (M = 1) take the GEMV, while the prompt (longer than 8 tokens) is prefilled with
@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-import kernels
-from harness.shapes import StableRng
-from kernels.nvfp4 import quantize
-from kernels.paths import Policy
+import nvfp4_kernels
+from nvfp4_harness.nvfp4.shapes import StableRng
+from nvfp4_kernels.nvfp4 import quantize
+from nvfp4_kernels.paths import Policy
 
 #: The fixed prompt of the level-3 test: 28 byte tokens, so prefill has M = 28 > 8.
 PROMPT: bytes = b"NVFP4 prefill must be tested"
@@ -77,7 +76,7 @@ class NVFP4Linear:
 
     def __call__(self, x: Any) -> Any:
         """``x`` float64 [..., K] -> float64 [..., N]; the operator runs in the model dtype."""
-        y = kernels.nvfp4_matmul(x.to(self.dtype).contiguous(), self.packed, self.scales, self.global_scale,
+        y = nvfp4_kernels.nvfp4_matmul(x.to(self.dtype).contiguous(), self.packed, self.scales, self.global_scale,
                                  self.block_size, self.bias)
         return y.double()
 
@@ -171,7 +170,7 @@ def generate(model: TinyCausalLM, prompt: bytes | Sequence[int] = PROMPT, steps:
     import torch
 
     cache: list[dict[str, Any]] = []
-    scope = kernels.policy_scope(prefill_policy) if prefill_policy else contextlib.nullcontext()
+    scope = nvfp4_kernels.policy_scope(prefill_policy) if prefill_policy else contextlib.nullcontext()
     with scope:
         logits = model.forward(list(prompt), cache)
     prefill_logits = logits[-1].clone()

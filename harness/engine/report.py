@@ -1,6 +1,6 @@
-"""Dispatch-coverage reports, one small renderer per format, and ``python -m harness report``.
+"""Dispatch-coverage reports, one small renderer per format, and ``python -m nvfp4_harness report``.
 
-Every renderer takes a :class:`~harness.coverage.CoverageData` and returns text; none of them
+Every renderer takes a :class:`~nvfp4_harness.engine.coverage.CoverageData` and returns text; none of them
 computes coverage itself (that is :meth:`CoverageData.analyze`), so all formats agree.
 
 Formats (``--dispatch-report=TYPE[:DEST]`` in pytest, ``--format TYPE -o DEST`` here):
@@ -31,7 +31,7 @@ JSON schema, version 1 (``"format": "nvfp4-dispatch-coverage"``)::
       },
       "guards": {                                        # every declared guard
         "<path>.<condition>": {
-          "path": str, "condition": str,                 # informational, from kernels.paths
+          "path": str, "condition": str,                 # informational, from nvfp4_kernels.paths
           "line": int,                                   # declaration line in kernels/paths.py
           "true":  {"count": int, "examples": [str]},    # times the guard held; <= 3 test ids,
           "false": {"count": int, "examples": [str]}     # the lexicographically smallest
@@ -58,8 +58,8 @@ import os
 import sys
 from collections.abc import Callable
 
-import kernels.paths
-from harness.coverage import (
+import nvfp4_kernels.paths
+from nvfp4_harness.engine.coverage import (
     Analysis,
     CoverageData,
     CoverageFileError,
@@ -113,7 +113,7 @@ def _tests_hitting_any(data: CoverageData) -> int:
 
 def paths_source() -> str:
     """``kernels/paths.py`` as lcov and messages name it: relative to the working directory."""
-    source = os.path.abspath(kernels.paths.__file__)
+    source = os.path.abspath(nvfp4_kernels.paths.__file__)
     relative = os.path.relpath(source)
     return source if relative.startswith("..") else relative.replace(os.sep, "/")
 
@@ -127,7 +127,7 @@ def render_term(data: CoverageData) -> str:
     rows: list[tuple[str, str, str, str, str, str]] = []
     for path in analysis.paths:
         rows.append((path.name, str(path.hits), str(path.tests), "", "", _path_missing(path)))
-        for guard in kernels.paths.PATHS[path.name].guards:
+        for guard in nvfp4_kernels.paths.PATHS[path.name].guards:
             sides = tuple(s for s in analysis.sides_of(path.name) if s.guard == guard.name)
             by_side = {s.passed: s.count for s in sides}
             rows.append(("  " + guard.name.split(".", 1)[1], "", "", str(by_side[True]), str(by_side[False]),
@@ -184,7 +184,7 @@ def render_markdown(data: CoverageData) -> str:
     ]
     for path in analysis.paths:
         guards = []
-        for guard in kernels.paths.PATHS[path.name].guards:
+        for guard in nvfp4_kernels.paths.PATHS[path.name].guards:
             sides = {s.passed: s for s in analysis.sides_of(path.name) if s.guard == guard.name}
             guards.append(f"`{guard.name.split('.', 1)[1]}` {sides[True].count} / {sides[False].count}")
         missing = [f"`{s.guard}` = {s.passed}" for s in analysis.sides_of(path.name) if s.missed]
@@ -213,7 +213,7 @@ def render_lcov(data: CoverageData) -> str:
     found = hit = lines_hit = 0
     records = []
     das = []
-    for guard in sorted(kernels.paths.GUARDS, key=lambda g: g.line):
+    for guard in sorted(nvfp4_kernels.paths.GUARDS, key=lambda g: g.line):
         sides = data.guards[guard.name]
         evaluated = sides[True].count + sides[False].count
         das.append(f"DA:{guard.line},{evaluated}")
@@ -273,14 +273,14 @@ def write_report(data: CoverageData, kind: str, dest: str | None) -> str:
     return text
 
 
-# --- python -m harness report ---------------------------------------------------------------
+# --- python -m nvfp4_harness report ---------------------------------------------------------------
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m harness report",
+        prog="python -m nvfp4_harness report",
         description="Print or write a report from a dispatch-coverage JSON file (from "
-                    "--dispatch-report=json:PATH or python -m harness combine).")
+                    "--dispatch-report=json:PATH or python -m nvfp4_harness combine).")
     parser.add_argument("data", help="dispatch-coverage JSON file")
     parser.add_argument("--format", default="term", choices=list(RENDERERS), help="report format (default term)")
     parser.add_argument("-o", "--output", metavar="DEST", default=None,

@@ -1,8 +1,8 @@
 """Byte tables: every packed FP4 byte and every E4M3 byte with the bits they decode to.
 
-``python -m harness tables --write`` regenerates ``fixtures/tables`` from the project's own
-decoder (:mod:`kernels.nvfp4`) and records each file's SHA-256 in ``SHA256SUMS``;
-``python -m harness tables`` (``--check``) recomputes and compares. The suites compare the
+``python -m nvfp4_harness tables --write`` regenerates ``fixtures/tables`` from the project's own
+decoder (:mod:`nvfp4_kernels.nvfp4`) and records each file's SHA-256 in ``SHA256SUMS``;
+``python -m nvfp4_harness tables`` (``--check``) recomputes and compares. The suites compare the
 committed files with an independent computation (ml_dtypes), and the GPU check compares the
 FP4 table with NVIDIA's own ``__nv_cvt_fp4x2_to_halfraw2`` run on the device.
 """
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+from nvfp4_kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
 
-from kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
-
-TABLE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "tables"
+TABLE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "tables"
 SUMS_FILE = "SHA256SUMS"
 
 
@@ -86,18 +85,18 @@ def check(directory: Path = TABLE_DIR) -> list[str]:
     for name, text in expected_files().items():
         path = directory / name
         if not path.exists():
-            problems.append(f"{path} is missing; run `python -m harness tables --write`")
+            problems.append(f"{path} is missing; run `python -m nvfp4_harness tables --write`")
             continue
         stored = path.read_text()
         if stored != text:
-            problems.append(f"{path} differs from what kernels.nvfp4 decodes")
+            problems.append(f"{path} differs from what nvfp4_kernels.nvfp4 decodes")
         if sums.get(name) != sha256_text(stored):
             problems.append(f"{path}: SHA-256 does not match {sums_path.name}")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness tables", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nvfp4_harness tables", description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="regenerate the tables and their sums")
     parser.add_argument("--dir", type=Path, default=TABLE_DIR, help="table directory (default: %(default)s)")
     args = parser.parse_args(argv)

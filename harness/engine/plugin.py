@@ -1,8 +1,8 @@
 """The pytest plugin (entry point ``pytest11: nvfp4_dispatch``): the ``dispatch`` marker and
 dispatch path coverage.
 
-A thin layer over :mod:`harness.recorder` (who caused each event), :mod:`harness.coverage`
-(what was reached) and :mod:`harness.report` (how to show it). It
+A thin layer over :mod:`nvfp4_harness.engine.recorder` (who caused each event), :mod:`nvfp4_harness.engine.coverage`
+(what was reached) and :mod:`nvfp4_harness.engine.report` (how to show it). It
 
 * registers the ``dispatch`` marker, so ``pytest -m dispatch`` selects the dispatch suites;
 * records every dispatch event from configuration on, so calls made at collection time or in
@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-from harness.coverage import CoverageData, Requirement, UnknownPathError
-from harness.recorder import Recorder
+from nvfp4_harness.engine.coverage import CoverageData, Requirement, UnknownPathError
+from nvfp4_harness.engine.recorder import Recorder
 
 PLUGIN_NAME = "nvfp4-dispatch-coverage"
 #: key of the worker's counts in xdist's ``workeroutput``
@@ -60,7 +59,7 @@ class Settings:
 
 def parse_settings(config: pytest.Config) -> Settings:
     """Validate the options; a mistake is a usage error that lists what is valid."""
-    from harness.report import parse_report_spec
+    from nvfp4_harness.engine.report import parse_report_spec
 
     try:
         reports = tuple(parse_report_spec(spec) for spec in config.getoption("dispatch_report"))
@@ -148,7 +147,7 @@ class DispatchCoverage:
         return label if len(label) <= 200 else label[:197] + "..."
 
     def _write_reports(self, data: CoverageData) -> None:
-        from harness.report import write_report
+        from nvfp4_harness.engine.report import write_report
 
         for kind, dest in self.settings.reports:
             try:

@@ -68,12 +68,12 @@ def bits_to_float(bits: int, fmt: str) -> float:
 
 
 def e2m1_value(code: int) -> float:
-    """E2M1 code -> value, by ml_dtypes (independent of kernels.nvfp4)."""
+    """E2M1 code -> value, by ml_dtypes (independent of nvfp4_kernels.nvfp4)."""
     return float(np.array([code], dtype=np.uint8).view(ml_dtypes.float4_e2m1fn)[0])
 
 
 def e4m3_value(byte: int) -> float:
-    """E4M3FN byte -> value, by ml_dtypes (independent of kernels.nvfp4)."""
+    """E4M3FN byte -> value, by ml_dtypes (independent of nvfp4_kernels.nvfp4)."""
     return float(np.array([byte], dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)[0])
 
 

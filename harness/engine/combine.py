@@ -1,9 +1,9 @@
-"""``python -m harness combine A.json B.json ... -o merged.json``: merge dispatch-coverage runs.
+"""``python -m nvfp4_harness combine A.json B.json ... -o merged.json``: merge dispatch-coverage runs.
 
 A CPU CI job and a GPU job each write ``--dispatch-report=json:PATH``; combining sums their
 counts and keeps every device, so reachability becomes the union over the devices (``native_fp4``
 is reachable in the merged data as soon as one input ran on an sm_120 GPU). The merged file is
-an ordinary coverage document: ``python -m harness report merged.json`` reports and checks it.
+an ordinary coverage document: ``python -m nvfp4_harness report merged.json`` reports and checks it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from harness.coverage import CoverageData, CoverageFileError
+from nvfp4_harness.engine.coverage import CoverageData, CoverageFileError
 
 
 def combine(datas: Iterable[CoverageData]) -> CoverageData:
@@ -32,7 +32,7 @@ def combine_files(paths: Iterable[str | os.PathLike[str]]) -> CoverageData:
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 on success, 2 when an input cannot be read or the output cannot be written."""
     parser = argparse.ArgumentParser(
-        prog="python -m harness combine",
+        prog="python -m nvfp4_harness combine",
         description="Merge dispatch-coverage JSON files from several jobs or machines into one.")
     parser.add_argument("inputs", nargs="+", help="dispatch-coverage JSON files (--dispatch-report=json:PATH)")
     parser.add_argument("-o", "--output", required=True, metavar="MERGED.json", help="where to write the result")

@@ -1,9 +1,9 @@
 """The recorder: a dispatch listener that files every event under the test that caused it.
 
-:mod:`kernels.dispatch` announces a :class:`~kernels.DispatchEvent` per call and knows nothing
+:mod:`nvfp4_kernels.dispatch` announces a :class:`~nvfp4_kernels.DispatchEvent` per call and knows nothing
 of tests. A :class:`Recorder` registered as a listener pairs each event with the *current test*
 (a pytest node id set by the plugin, or a label you choose) and keeps a running
-:class:`~harness.coverage.CoverageData`, so path coverage is available at any moment without
+:class:`~nvfp4_harness.engine.coverage.CoverageData`, so path coverage is available at any moment without
 storing every event.
 
 The current test is one value per recorder rather than per thread on purpose: a test that
@@ -13,8 +13,8 @@ lock, so listeners called from many threads at once lose nothing.
 
 Outside pytest use :func:`recording`::
 
-    with harness.recording("smoke") as rec:
-        kernels.nvfp4_matmul(a, b, scale, g)
+    with nvfp4_harness.recording("smoke") as rec:
+        nvfp4_kernels.nvfp4_matmul(a, b, scale, g)
     rec.events            # [Recorded(event=DispatchEvent(...), test='smoke')]
     rec.coverage()        # CoverageData of the block
 """
@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from harness.coverage import CoverageData
-from kernels.dispatch import DispatchEvent, add_listener, remove_listener
+from nvfp4_harness.engine.coverage import CoverageData
+from nvfp4_kernels.dispatch import DispatchEvent, add_listener, remove_listener
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Dispatch path coverage: what a run reached, what it could have reached, what it missed.
 
-This is the engine under the pytest plugin, the report formats and ``python -m harness combine``.
+This is the engine under the pytest plugin, the report formats and ``python -m nvfp4_harness combine``.
 It knows nothing of pytest or of output formats, so a CPU CI job, a GPU job and a script using
 :func:`harness.recording` all produce the same :class:`CoverageData`, which can be written to
 JSON, read back and combined with data from other machines.
@@ -11,7 +11,7 @@ Two layers:
   hits and the tests that hit it; per guard side (``True`` / ``False``) how often it was seen and
   a few example tests; launch-free shortcut outcomes; the devices the events ran on.
 * :meth:`CoverageData.analyze` turns counts into an :class:`Analysis` against the declarations
-  in :mod:`kernels.paths`: which paths and guard sides are *reachable* on the devices seen, which
+  in :mod:`nvfp4_kernels.paths`: which paths and guard sides are *reachable* on the devices seen, which
   of those were reached, and the coverage percentage.
 
 Coverage percentage (the denominator is deliberately small and explicit)::
@@ -39,8 +39,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels.dispatch import DispatchEvent
-from kernels.paths import GUARDS, GUARDS_BY_NAME, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+from nvfp4_kernels.dispatch import DispatchEvent
+from nvfp4_kernels.paths import GUARDS, GUARDS_BY_NAME, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
 
 #: ``format`` field of the JSON document; a file without it is not dispatch-coverage data.
 FORMAT_NAME = "nvfp4-dispatch-coverage"
@@ -110,7 +110,7 @@ class CoverageFileError(ValueError):
 
 
 class UnknownPathError(ValueError):
-    """A requirement names a path that :mod:`kernels.paths` does not declare."""
+    """A requirement names a path that :mod:`nvfp4_kernels.paths` does not declare."""
 
 
 class CoverageData:
@@ -149,7 +149,7 @@ class CoverageData:
             self.shortcuts[event.path] += 1
             return
         if event.path not in self.paths:
-            raise ValueError(f"event reports path {event.path!r}, which kernels.paths does not declare "
+            raise ValueError(f"event reports path {event.path!r}, which nvfp4_kernels.paths does not declare "
                              f"(declared: {', '.join(PATH_ORDER)})")
         tally = self.paths[event.path]
         tally.hits += 1
@@ -162,7 +162,7 @@ class CoverageData:
         for outcome in event.guards:
             sides = self.guards.get(outcome.name)
             if sides is None:
-                raise ValueError(f"event reports guard {outcome.name!r}, which kernels.paths does not "
+                raise ValueError(f"event reports guard {outcome.name!r}, which nvfp4_kernels.paths does not "
                                  f"declare; the harness and kernels are out of step")
             sides[bool(outcome.passed)].note(1, (test,) if test else ())
 
@@ -200,7 +200,7 @@ class CoverageData:
         return tuple(self.devices[label].caps for label in sorted(self.devices))
 
     def analyze(self) -> Analysis:
-        """Judge the counts against :mod:`kernels.paths` on the devices seen."""
+        """Judge the counts against :mod:`nvfp4_kernels.paths` on the devices seen."""
         devices = self.device_caps()
         path_status = []
         path_reachable: dict[str, list[DeviceCaps]] = {}
@@ -238,7 +238,7 @@ class CoverageData:
     # --- serialisation --------------------------------------------------------------------
 
     def to_dict(self, summary: bool = True) -> dict[str, Any]:
-        """The JSON document of :mod:`harness.report` (schema version :data:`SCHEMA_VERSION`)."""
+        """The JSON document of :mod:`nvfp4_harness.engine.report` (schema version :data:`SCHEMA_VERSION`)."""
         doc: dict[str, Any] = {
             "format": FORMAT_NAME,
             "version": SCHEMA_VERSION,
@@ -285,7 +285,7 @@ class CoverageData:
                 data._device(d["name"], d.get("compute_capability")).events += int(d["events"])
             for name, p in doc.get("paths", {}).items():
                 if name not in data.paths:
-                    raise CoverageFileError(f"{origin} records path {name!r}, which kernels.paths does not "
+                    raise CoverageFileError(f"{origin} records path {name!r}, which nvfp4_kernels.paths does not "
                                             f"declare (declared: {', '.join(PATH_ORDER)}); regenerate it "
                                             f"with the current kernels")
                 data.paths[name].update(PathTally(
@@ -295,7 +295,7 @@ class CoverageData:
                     devices=Counter({str(k): int(c) for k, c in p.get("devices", {}).items()})))
             for name, g in doc.get("guards", {}).items():
                 if name not in GUARDS_BY_NAME:
-                    raise CoverageFileError(f"{origin} records guard {name!r}, which kernels.paths does not "
+                    raise CoverageFileError(f"{origin} records guard {name!r}, which nvfp4_kernels.paths does not "
                                             f"declare; regenerate it with the current kernels")
                 for passed in (True, False):
                     side = g.get(_side_key(passed), {})
@@ -502,7 +502,7 @@ class Analysis:
             if not status.reachable:
                 messages.append(f"required path {name} was never taken: no device in this run can take it "
                                 f"({status.reason}); run the suite where it is reachable and combine the "
-                                f"JSON results with `python -m harness combine`")
+                                f"JSON results with `python -m nvfp4_harness combine`")
             else:
                 messages.append(f"required path {name} was never taken; {_path_hint(name)}")
         if requirement.all_reachable:

@@ -1,6 +1,6 @@
 """Run each CUDA kernel once on the benchmark's headline shapes, for ``ncu`` to profile.
 
-    ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight python -m harness.profile_once
+    ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight python -m nvfp4_harness.nvfp4.profile_once
 
 The profile committed in fixtures/gpu/ncu-kernels.txt is what BENCHMARKS.md cites for the
 limiter of each kernel (DRAM throughput against SM throughput, occupancy, stall reasons).
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from kernels import cuda_backend
+from nvfp4_kernels import cuda_backend
 
 #: (kernel, M, N, K): the shapes the performance targets are stated on
 RUNS = (("prefill_vec8", 0, 17408, 5120), ("prefill_scalar", 0, 4096, 4096),

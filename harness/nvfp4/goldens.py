@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from harness.verify import tensor_sha256, to_numpy
+from nvfp4_harness.nvfp4.verify import tensor_sha256, to_numpy
 
 PORTABLE_KEY = "portable"
 CPU_KEY = "cpu"
@@ -249,7 +248,7 @@ class GoldenChecker:
 
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> GoldenChecker:
-    """Compare tensors with stored SHA-256 goldens (see :mod:`harness.goldens`)."""
+    """Compare tensors with stored SHA-256 goldens (see :mod:`nvfp4_harness.nvfp4.goldens`)."""
     return GoldenChecker(request.config.stash[_STATE], request.node)
 
 

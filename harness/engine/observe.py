@@ -2,7 +2,7 @@
 
 A dispatch event says which path the dispatcher chose; the profiler says which kernels ran.
 :func:`observe_call` runs one call under both and :func:`check_observation` compares them:
-every kernel fragment the path declares (``kernels.paths.PATHS[path].cuda_kernels``) must be
+every kernel fragment the path declares (``nvfp4_kernels.paths.PATHS[path].cuda_kernels``) must be
 among the launched kernel names, and no fragment of another path may be.
 """
 
@@ -12,15 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import kernels
-from kernels.paths import PATHS
+import nvfp4_kernels
+from nvfp4_kernels.paths import PATHS
 
 
 @dataclass
 class Observation:
     """One call: the dispatch events it announced and the CUDA kernels the profiler saw."""
 
-    events: list[kernels.DispatchEvent] = field(default_factory=list)
+    events: list[nvfp4_kernels.DispatchEvent] = field(default_factory=list)
     launched: list[str] = field(default_factory=list)
     result: Any = None
 
@@ -31,13 +31,13 @@ def observe_call(fn: Callable[[], Any]) -> Observation:
     from torch.profiler import ProfilerActivity, profile
 
     observation = Observation()
-    kernels.add_listener(observation.events.append)
+    nvfp4_kernels.add_listener(observation.events.append)
     try:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             observation.result = fn()
             torch.cuda.synchronize()
     finally:
-        kernels.remove_listener(observation.events.append)
+        nvfp4_kernels.remove_listener(observation.events.append)
     observation.launched = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
     return observation
 

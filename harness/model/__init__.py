@@ -1,0 +1,1 @@
+"""The dispatch-model API (placeholder until the declarations move here)."""
