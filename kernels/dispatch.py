@@ -3,37 +3,33 @@
 ``nvfp4_matmul`` and ``dequantize`` are the operator's public entries. Each call
 
 1. validates its inputs before touching any of them, with errors that say what to fix;
-2. evaluates every guard of :mod:`nvfp4_kernels.paths` and selects a path (or honours a forced one);
-3. runs that path on the chosen backend (``"cpu"``: :mod:`nvfp4_kernels.reference`; ``"cuda"``:
-   :mod:`nvfp4_kernels.cuda_backend`);
-4. announces a :class:`DispatchEvent` to every registered listener.
+2. asks the declared model (:data:`nvfp4_kernels.model.MODEL`) for the path: every guard is
+   evaluated and the first path whose guards hold is chosen (or a forced one is checked);
+3. runs that path on the chosen backend (``"cpu"``: :mod:`nvfp4_kernels.reference`;
+   ``"cuda"``: :mod:`nvfp4_kernels.cuda_backend`);
+4. announces a :class:`~nvfp4_harness.model.DispatchEvent` when something listens.
 
-The dispatcher knows nothing of pytest: the test harness registers a listener.
+The dispatcher knows nothing of pytest: it uses only the dispatch-model API of the harness.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+from nvfp4_harness.model import DeviceCaps, build_event, bus
+from nvfp4_harness.model.events import DispatchEvent
 from nvfp4_kernels import reference
-from nvfp4_kernels.paths import (
-    PATHS,
-    DeviceCaps,
-    GuardOutcome,
-    Policy,
-    Problem,
-    select_path,
-)
+from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
 
 BACKENDS = ("auto", "cpu", "cuda")
+CPU = DeviceCaps.cpu()
+#: what each path runs: reference functions on the CPU, kernel functions on CUDA
 _CPU_KERNELS = {
     ("matmul", "gemv"): ("reference.gemv",),
     ("matmul", "prefill_vec8"): ("reference.dequantize_vec8", "reference.accumulate_fp32"),
@@ -41,74 +37,15 @@ _CPU_KERNELS = {
     ("dequantize", "prefill_vec8"): ("reference.dequantize_vec8",),
     ("dequantize", "prefill_scalar"): ("reference.dequantize_scalar",),
 }
+_CUDA_KERNELS = {
+    ("matmul", "gemv"): ("nvfp4_gemv_kernel",),
+    ("matmul", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel", "cuBLAS GEMM"),
+    ("matmul", "prefill_scalar"): ("nvfp4_dequant_scalar_kernel", "cuBLAS GEMM"),
+    ("dequantize", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel",),
+    ("dequantize", "prefill_scalar"): ("nvfp4_dequant_scalar_kernel",),
+}
 
-
-@dataclass(frozen=True)
-class DispatchEvent:
-    """What one call did: the path, why, every guard's outcome, and the problem it ran."""
-
-    op: str
-    path: str
-    reason: str
-    guards: tuple[GuardOutcome, ...]
-    m: int | None
-    n: int
-    k: int
-    block_size: int
-    dtype: str
-    backend: str
-    device: str
-    compute_capability: tuple[int, int] | None
-    forced: bool
-    #: kernels (CUDA) or reference functions (CPU) this path runs
-    kernels: tuple[str, ...]
-    #: True for "empty" / "bias_only" outcomes that launch nothing
-    shortcut: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["guards"] = [asdict(g) for g in self.guards]
-        data["compute_capability"] = list(self.compute_capability) if self.compute_capability else None
-        data["kernels"] = list(self.kernels)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DispatchEvent:
-        values = dict(data)
-        values["guards"] = tuple(GuardOutcome(**g) for g in data["guards"])
-        cc = data.get("compute_capability")
-        values["compute_capability"] = tuple(cc) if cc else None
-        values["kernels"] = tuple(data.get("kernels", ()))
-        return cls(**values)
-
-
-Listener = Callable[[DispatchEvent], None]
-_listeners: list[Listener] = []
-_listeners_lock = threading.Lock()
-
-
-def add_listener(listener: Listener) -> Listener:
-    """Register a callable that receives every :class:`DispatchEvent`; returns it."""
-    with _listeners_lock:
-        _listeners.append(listener)
-    return listener
-
-
-def remove_listener(listener: Listener) -> None:
-    """Unregister a listener (no error if it is not registered)."""
-    with _listeners_lock:
-        if listener in _listeners:
-            _listeners.remove(listener)
-
-
-def _announce(event: DispatchEvent) -> None:
-    with _listeners_lock:
-        listeners = list(_listeners)
-    for listener in listeners:
-        listener(event)
-
-
-_policy: ContextVar[Policy] = ContextVar("nvfp4_policy", default=Policy())  # noqa: B039 (frozen)
+_policy: ContextVar[Policy] = ContextVar("nvfp4_policy", default=DEFAULT_POLICY)  # noqa: B039 (frozen)
 
 
 def current_policy() -> Policy:
@@ -124,6 +61,23 @@ def policy_scope(policy: Policy) -> Iterator[Policy]:
         yield policy
     finally:
         _policy.reset(token)
+
+
+def _announce(op: str, path: str, problem: Problem, caps: DeviceCaps, policy: Policy, selection: Any) -> None:
+    """Build and announce the event, only when something listens."""
+    if not bus.listening():
+        return
+    table = _CUDA_KERNELS if problem.backend == "cuda" else _CPU_KERNELS
+    bus.announce(build_event(MODEL, path, problem, device=caps, op=op, policy=policy,
+                             forced=selection.forced, backend=problem.backend,
+                             kernels=table[(op, path)], selection=selection))
+
+
+def _announce_shortcut(op: str, name: str, problem: Problem, caps: DeviceCaps) -> None:
+    if not bus.listening():
+        return
+    bus.announce(DispatchEvent(MODEL.name, name, (), problem, caps, op, None, False, problem.backend, (), True,
+                               model=MODEL))
 
 
 # --- input handling ---------------------------------------------------------------------------
@@ -242,13 +196,25 @@ def _resolve_backend(backend: str, tensors: list[Any]) -> str:
     return backend
 
 
-def _caps_for(backend: str, tensors: list[Any]) -> tuple[DeviceCaps, Any]:
-    if backend == "cpu":
-        return DeviceCaps.cpu(), None
+@functools.lru_cache(maxsize=64)
+def cuda_device_caps(index: int) -> DeviceCaps:
+    """Name and compute capability of CUDA device ``index``, asked once per device."""
     import torch
 
-    device = next((t.device for t in tensors if _is_torch(t) and t.is_cuda), torch.device("cuda"))
-    return DeviceCaps.from_torch(device), device
+    major, minor = torch.cuda.get_device_capability(index)
+    return DeviceCaps(torch.cuda.get_device_name(index), (major, minor), index=index)
+
+
+def _caps_for(backend: str, tensors: list[Any]) -> tuple[DeviceCaps, Any]:
+    if backend == "cpu":
+        return CPU, None
+    import torch
+
+    device = next((t.device for t in tensors if _is_torch(t) and t.is_cuda), None)
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return cuda_device_caps(index), device
 
 
 def _alignment(b: Any, out: Any | None) -> tuple[bool, str]:
@@ -259,21 +225,6 @@ def _alignment(b: Any, out: Any | None) -> tuple[bool, str]:
     if out is not None and _address(out) % 16:
         problems.append(f"output at address {_address(out):#x} is not 16-byte aligned")
     return (not problems, "; ".join(problems) or "B 4-byte and output 16-byte aligned")
-
-
-def _event(op: str, path: str, reason: str, guards: tuple[GuardOutcome, ...], problem: Problem,
-           caps: DeviceCaps, forced: bool, shortcut: bool = False) -> DispatchEvent:
-    if shortcut:
-        kernels: tuple[str, ...] = ()
-    elif problem.backend == "cuda":
-        kernels = PATHS[path].cuda_kernels
-    else:
-        kernels = _CPU_KERNELS[(op, path)]
-    return DispatchEvent(op=op, path=path, reason=reason, guards=guards, m=problem.m, n=problem.n,
-                         k=problem.k, block_size=problem.block_size, dtype=problem.dtype,
-                         backend=problem.backend, device=caps.name,
-                         compute_capability=caps.compute_capability, forced=forced,
-                         kernels=kernels, shortcut=shortcut)
 
 
 # --- public entries ---------------------------------------------------------------------------
@@ -302,10 +253,9 @@ def dequantize(
     problem = Problem("dequantize", None, n, k, int(block_size), dtype, backend, aligned, why)
     if n == 0 or k == 0:
         result = out if out is not None else _empty_like_input(b, (n, k), dtype)
-        _announce(_event("dequantize", "empty", "N == 0 or K == 0: nothing to dequantize", (),
-                         problem, caps, False, shortcut=True))
+        _announce_shortcut("dequantize", "empty", problem, caps)
         return result
-    selection = select_path(problem, caps, policy)
+    selection = MODEL.select(problem, caps, policy, op="dequantize", force=policy.force_path)
     if backend == "cpu":
         fn = reference.dequantize_vec8 if selection.path == "prefill_vec8" else reference.dequantize_scalar
         g = _global_scale_host(weight_scale_2)
@@ -314,8 +264,7 @@ def dequantize(
     else:
         result = _cuda_dequantize(selection.path, b, weight_scale, weight_scale_2, int(block_size),
                                   dtype, device, out)
-    _announce(_event("dequantize", selection.path, selection.reason, selection.guards, problem,
-                     caps, selection.forced))
+    _announce("dequantize", selection.path, problem, caps, policy, selection)
     return result
 
 
@@ -323,7 +272,7 @@ def nvfp4_matmul(
     a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int = 16,
     bias: Any | None = None, *, backend: str = "auto", policy: Policy | None = None,
 ) -> Any:
-    """Y = A @ W^T for NVFP4 weights W, with the contract of DESIGN.md section 1.
+    """Y = A @ W^T for NVFP4 weights W, with the contract of docs/contract.md.
 
     ``a`` is fp16/bf16 [..., K]; ``b`` uint8 [N, K/2]; ``weight_scale`` uint8 E4M3FN bytes
     [N, ceil(K/block_size)]; ``weight_scale_2`` the fp32 global scale; ``bias`` [N] of A's
@@ -350,15 +299,14 @@ def nvfp4_matmul(
     problem = Problem("matmul", m, n, k, int(block_size), dtype, backend, aligned, why)
     if m == 0 or n == 0 or k == 0:
         return _shortcut(a, bias, lead, n, dtype, problem, caps)
-    selection = select_path(problem, caps, policy)
+    selection = MODEL.select(problem, caps, policy, op="matmul", force=policy.force_path)
     if backend == "cpu":
         result = _cpu_matmul(selection.path, a, b, weight_scale, weight_scale_2, int(block_size), bias,
                              lead, n, k)
     else:
         result = _cuda_matmul(selection.path, a, b, weight_scale, weight_scale_2, int(block_size),
                               bias, lead, n, k, device)
-    _announce(_event("matmul", selection.path, selection.reason, selection.guards, problem, caps,
-                     selection.forced))
+    _announce("matmul", selection.path, problem, caps, policy, selection)
     return result
 
 
@@ -372,15 +320,14 @@ def _empty_like_input(like: Any, shape: tuple[int, ...], dtype: str) -> Any:
 
 def _shortcut(a: Any, bias: Any, lead: tuple[int, ...], n: int, dtype: str, problem: Problem,
               caps: DeviceCaps) -> Any:
+    result = _empty_like_input(a, lead + (n,), dtype)
     if problem.m == 0 or n == 0:
-        kind, reason = "empty", "M == 0 or N == 0: empty output"
-        result = _empty_like_input(a, lead + (n,), dtype)
+        kind = "empty"
     else:
-        kind, reason = "bias_only", "K == 0: output is the bias" if bias is not None else "K == 0: zeros"
-        result = _empty_like_input(a, lead + (n,), dtype)
+        kind = "bias_only"
         if bias is not None:
             result[...] = bias
-    _announce(_event("matmul", kind, reason, (), problem, caps, False, shortcut=True))
+    _announce_shortcut("matmul", kind, problem, caps)
     return result
 
 

@@ -1,7 +1,8 @@
-"""The coverage engine: counts, reachability per device, the denominator, JSON, combining.
+"""The coverage engine on the NVFP4 operator: counts, reachability per device, the denominator,
+JSON, combining.
 
 Expected values are counted here straight from the events the tests generate, or derived from
-the declarations in :mod:`nvfp4_kernels.paths`, never read back from the engine under test.
+the declarations of :data:`nvfp4_kernels.model.MODEL`, never read back from the engine under test.
 """
 
 from __future__ import annotations
@@ -13,25 +14,20 @@ from collections import Counter
 import numpy as np
 import nvfp4_kernels
 import pytest
-from nvfp4_harness.engine.coverage import (
-    EXAMPLES_PER_SIDE,
-    SCHEMA_VERSION,
-    CoverageData,
-    CoverageFileError,
-    Requirement,
-    UnknownPathError,
-    simulated_event,
-)
+from nvfp4_harness.engine.analysis import Requirement
+from nvfp4_harness.engine.data import EXAMPLES_PER_SIDE, SCHEMA_VERSION, CoverageData
 from nvfp4_harness.engine.recorder import recording
+from nvfp4_harness.model import DataError, DeviceCaps, UnknownPathError, side_key
+from nvfp4_harness.nvfp4.shapes import simulated_event
 from nvfp4_kernels import nvfp4
-from nvfp4_kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy
+from nvfp4_kernels.model import MODEL, PATH_NAMES, Policy
 
 CPU = DeviceCaps.cpu()
 SM120 = DeviceCaps.simulated_gpu(12, 0)
+ALL = Requirement.parse(["all-reachable"])
 
 
 def event_for(m, k, block_size=16, **kwargs):
-    """A hand-built event (no kernel runs) for any device, via nvfp4_harness.engine.coverage.simulated_event."""
     return simulated_event(m, k, block_size, dtype="bfloat16", **kwargs)
 
 
@@ -42,72 +38,77 @@ FULL_CPU = [(1, 32, 16, True), (16, 64, 16, True), (1, 64, 32, True), (1, 40, 16
 DECODE_ONLY = [(1, 32, 16, True), (4, 64, 16, True), (8, 32, 16, True)]
 
 
-def cpu_events(cases=FULL_CPU, test_prefix: str = "t") -> list[tuple[nvfp4_kernels.DispatchEvent, str]]:
+def cpu_events(cases=FULL_CPU, test_prefix: str = "t"):
     return [(event_for(m, k, bs, aligned=al), f"{test_prefix}{i}") for i, (m, k, bs, al) in enumerate(cases)]
 
 
-def reachable_items(devices: list[DeviceCaps]) -> tuple[set[str], set[tuple[str, bool]]]:
+def reachable_items(devices):
     """Reachable paths and guard sides straight from the declarations (independent of the engine)."""
-    paths = {p for p in PATH_ORDER if any(PATHS[p].unreachable_reason(d) is None for d in devices)}
-    sides = set()
-    for g in GUARDS:
-        for passed in (True, False):
-            if any(PATHS[g.path].unreachable_reason(d) is None and g.side_unreachable(passed, d) is None
-                   for d in devices):
-                sides.add((g.name, passed))
+    paths = {p.name for p in MODEL.paths if any(p.unreachable_reason(d) is None for d in devices)}
+    sides = {(p.name, g.name, passed) for p in MODEL.paths for g in p.guards for passed in (True, False)
+             if any(p.unreachable_reason(d) is None and g.side_unreachable(passed, d) is None for d in devices)}
     return paths, sides
+
+
+def seen_sides(pairs):
+    return {(o.path, o.guard, o.passed) for e, _ in pairs for o in e.outcomes}
 
 
 def test_counts_match_an_independent_tally():
     pairs = cpu_events() + [(event_for(1, 32), None), (event_for(16, 64), "t1")]
     data = CoverageData.from_events(pairs)
+    op = data.operator("nvfp4")
     paths = Counter(e.path for e, _ in pairs)
-    sides = Counter((o.name, o.passed) for e, _ in pairs for o in e.guards)
-    for name in PATH_ORDER:
-        tally = data.paths[name]
+    sides = Counter((o.path, o.guard, o.passed) for e, _ in pairs for o in e.outcomes)
+    for name in PATH_NAMES:
+        tally = op.paths[name]
         assert tally.hits == paths[name]
         assert dict(tally.tests) == dict(Counter(t for e, t in pairs if e.path == name and t))
         assert tally.unattributed == sum(1 for e, t in pairs if e.path == name and t is None)
-    for g in GUARDS:
-        for passed in (True, False):
-            assert data.guards[g.name][passed].count == sides[(g.name, passed)]
+    for p in MODEL.paths:
+        for g in p.guards:
+            for passed in (True, False):
+                assert op.sides[side_key(p.name, g.name, passed)].count == sides[(p.name, g.name, passed)]
     assert data.events == len(pairs)
     assert [(d.name, d.events) for d in data.devices.values()] == [("cpu", len(pairs))]
 
 
 def test_cpu_run_judges_native_fp4_unreachable_and_uses_the_documented_denominator():
     analysis = CoverageData.from_events(cpu_events()).analyze()
-    native = analysis.path("native_fp4")
+    op = analysis.operator("nvfp4")
+    native = op.path("native_fp4")
     assert not native.reachable
-    assert native.reason == PATHS["native_fp4"].unreachable_reason(CPU)
-    for side in analysis.sides_of("native_fp4"):
+    assert native.reason == MODEL.path("native_fp4").unreachable_reason(CPU)
+    for side in op.sides_of("native_fp4"):
         assert not side.required and side.reason == native.reason
     paths, sides = reachable_items([CPU])
-    assert analysis.total == len(paths) + len(sides)
-    assert {p.name for p in analysis.paths if p.reachable} == paths
+    assert op.total == len(paths) + len(sides) == analysis.total
+    assert {p.name for p in op.paths if p.reachable} == paths
     assert analysis.covered == analysis.total
     assert analysis.percent == 100.0
-    assert analysis.failures(Requirement(all_reachable=True)) == []
+    assert analysis.failures(ALL) == []
 
 
 def test_a_decode_only_run_misses_both_prefill_paths():
     pairs = cpu_events(DECODE_ONLY)
     analysis = CoverageData.from_events(pairs).analyze()
     assert [p.name for p in analysis.missed_paths] == ["prefill_vec8", "prefill_scalar"]
-    seen = {(o.name, o.passed) for e, _ in pairs for o in e.guards}
+    seen = seen_sides(pairs)
     paths, sides = reachable_items([CPU])
     hit_paths = {e.path for e, _ in pairs} & paths
-    assert {(s.guard, s.passed) for s in analysis.missed_sides} == sides - seen
+    assert {(s.path, s.guard, s.passed) for s in analysis.missed_sides} == sides - seen
     assert analysis.covered == len(hit_paths) + len(sides & seen)
     assert analysis.percent == pytest.approx(100 * analysis.covered / (len(paths) + len(sides)))
-    failures = analysis.failures(Requirement(all_reachable=True))
-    assert any("prefill_vec8" in f and "never taken" in f for f in failures)
-    assert any("prefill_scalar" in f and "never taken" in f for f in failures)
-    for name, passed in sides - seen:
-        assert any(f"{name} == {passed}" in f for f in failures)
+    failures = analysis.failures(ALL)
+    assert any("nvfp4:prefill_vec8" in f and "never taken" in f for f in failures)
+    assert any("nvfp4:prefill_scalar" in f and "never taken" in f for f in failures)
+    for path, guard, passed in sides - seen:
+        source = MODEL.guard(path, guard).source
+        assert any(f"{path}.{guard} == {passed}" in f and str(source) in f for f in failures)
     # naming only the path that was taken is satisfied, guard sides are not asked for
-    assert analysis.failures(Requirement(paths=("gemv",))) == []
-    assert len(analysis.failures(Requirement(paths=("gemv", "prefill_scalar")))) == 1
+    assert analysis.failures(Requirement.parse(["gemv"])) == []
+    assert analysis.failures(Requirement.parse(["nvfp4:gemv"])) == []
+    assert len(analysis.failures(Requirement.parse(["gemv,nvfp4:prefill_scalar"]))) == 1
 
 
 def test_fail_under_is_strictly_below_the_percentage():
@@ -121,15 +122,18 @@ def test_fail_under_is_strictly_below_the_percentage():
 
 def test_requiring_a_path_no_device_can_take_names_the_reason():
     analysis = CoverageData.from_events(cpu_events()).analyze()
-    [message] = analysis.failures(Requirement(paths=("native_fp4",)))
-    assert "native_fp4" in message and PATHS["native_fp4"].unreachable_reason(CPU) in message
+    [message] = analysis.failures(Requirement.parse(["native_fp4"]))
+    assert "native_fp4" in message and MODEL.path("native_fp4").unreachable_reason(CPU) in message
 
 
-def test_no_events_is_judged_on_the_cpu_with_nothing_reached():
-    analysis = CoverageData().analyze()
+def test_a_declared_operator_with_no_events_is_judged_on_the_cpu_with_nothing_reached():
+    data = CoverageData()
+    data.declare(MODEL)
+    analysis = data.analyze()
     paths, sides = reachable_items([CPU])
-    assert analysis.devices == (CPU,)
+    assert analysis.operator("nvfp4").devices == ("cpu",)
     assert (analysis.covered, analysis.total) == (0, len(paths) + len(sides))
+    assert CoverageData().analyze().total == 0
 
 
 def test_shortcuts_are_counted_apart_from_paths():
@@ -140,11 +144,11 @@ def test_shortcuts_are_counted_apart_from_paths():
         nvfp4_kernels.nvfp4_matmul(np.zeros((1, 0), np.float16), b[:, :0], s[:, :0], g)
         nvfp4_kernels.nvfp4_matmul(np.zeros((0, 32), np.float16), b, s, g)
     kinds = Counter(r.event.path for r in rec.events)
-    data = rec.coverage()
-    assert dict(data.shortcuts) == dict(kinds)
-    assert all(t.hits == 0 for t in data.paths.values())
-    assert data.events == len(rec.events)
-    assert data.analyze().covered == 0
+    op = rec.coverage().operator("nvfp4")
+    assert dict(op.shortcuts) == dict(kinds) == {"empty": 2, "bias_only": 1}
+    assert all(t.hits == 0 for t in op.paths.values())
+    assert rec.coverage().events == len(rec.events)
+    assert rec.coverage().analyze().covered == 0
 
 
 def test_examples_are_the_smallest_test_ids_whatever_the_order():
@@ -154,8 +158,9 @@ def test_examples_are_the_smallest_test_ids_whatever_the_order():
     a, b = CoverageData.from_events(pairs), CoverageData.from_events(shuffled)
     assert a == b
     expected = sorted(t for _, t in pairs)[:EXAMPLES_PER_SIDE]
-    assert a.guards["gemv.m_in_range"][False].examples == expected
-    assert a.guards["gemv.m_in_range"][True].examples == []
+    op = a.operator("nvfp4")
+    assert op.sides["gemv.m_in_range=false"].examples == expected
+    assert op.sides["gemv.m_in_range=true"].examples == []
 
 
 def test_json_round_trip_through_a_file(tmp_path):
@@ -164,15 +169,18 @@ def test_json_round_trip_through_a_file(tmp_path):
     target = tmp_path / "cov.json"
     data.write(target)
     doc = json.loads(target.read_text())
-    assert (doc["format"], doc["version"]) == ("nvfp4-dispatch-coverage", SCHEMA_VERSION)
-    assert doc["summary"]["missed_paths"] == []
-    assert doc["summary"]["unreachable_paths"] == {"native_fp4": PATHS["native_fp4"].unreachable_reason(CPU)}
+    assert (doc["format"], doc["version"]) == ("dispatch-coverage", SCHEMA_VERSION)
+    summary = doc["summary"]["operators"]["nvfp4"]
+    assert summary["missed_paths"] == []
+    assert summary["unreachable_paths"] == {"native_fp4": MODEL.path("native_fp4").unreachable_reason(CPU)}
+    assert doc["operators"]["nvfp4"]["model"]["fingerprint"] == MODEL.fingerprint
     back = CoverageData.read(target)
     assert back == data
     assert back.dumps() == data.dumps()
+    assert back.analyze().summary_dict() == data.analyze().summary_dict()
 
 
-def gpu_events() -> list[tuple[nvfp4_kernels.DispatchEvent, str]]:
+def gpu_events():
     """A hand-written run on a simulated Blackwell: native_fp4 taken, and its guards' False sides."""
     cases = [dict(m=64, k=64), dict(m=64, k=64, n=48), dict(m=64, k=64, block_size=32),
              dict(m=64, k=40), dict(m=64, k=64, policy=Policy(native_fp4_enabled=False)), dict(m=1, k=32)]
@@ -183,57 +191,69 @@ def test_combining_a_cpu_run_and_a_gpu_run_unions_reachability():
     cpu_pairs, gpu_pairs = cpu_events(), gpu_events()
     cpu, gpu = CoverageData.from_events(cpu_pairs), CoverageData.from_events(gpu_pairs)
     cpu.runs, gpu.runs = [{"label": "cpu", "events": cpu.events}], [{"label": "gpu", "events": gpu.events}]
+    # the merge works from the files alone: the declarations travel with the counts
+    cpu, gpu = CoverageData.loads(cpu.dumps()), CoverageData.loads(gpu.dumps())
     merged = CoverageData()
     merged.update(cpu)
     merged.update(gpu)
     other_order = CoverageData()
     other_order.update(gpu)
     other_order.update(cpu)
-    assert CoverageData.from_dict(merged.to_dict()).paths == other_order.paths
+    assert merged.operator("nvfp4").paths == other_order.operator("nvfp4").paths
     paths = Counter(e.path for e, _ in cpu_pairs + gpu_pairs)
-    assert {n: t.hits for n, t in merged.paths.items()} == {n: paths[n] for n in PATH_ORDER}
+    assert {n: t.hits for n, t in merged.operator("nvfp4").paths.items()} == {n: paths[n] for n in PATH_NAMES}
     assert [r["label"] for r in merged.runs] == ["cpu", "gpu"]
     assert sorted(d.name for d in merged.devices.values()) == sorted([CPU.name, SM120.name])
 
-    alone = cpu.analyze()
-    both = merged.analyze()
+    alone = cpu.analyze().operator("nvfp4")
+    both = merged.analyze().operator("nvfp4")
     assert not alone.path("native_fp4").reachable
     assert both.path("native_fp4").reachable and both.path("native_fp4").hits == paths["native_fp4"]
-    assert both.path("native_fp4").unreachable_on == {CPU.label: PATHS["native_fp4"].unreachable_reason(CPU)}
+    assert both.path("native_fp4").unreachable_on == {CPU.label: MODEL.path("native_fp4").unreachable_reason(CPU)}
     exp_paths, exp_sides = reachable_items([CPU, SM120])
     assert both.total == len(exp_paths) + len(exp_sides)
-    seen = {(o.name, o.passed) for e, _ in cpu_pairs + gpu_pairs for o in e.guards}
-    assert {(s.guard, s.passed) for s in both.missed_sides} == exp_sides - seen
-    assert both.failures(Requirement(paths=("native_fp4",))) == []
+    seen = seen_sides(cpu_pairs + gpu_pairs)
+    assert {(s.path, s.guard, s.passed) for s in both.missed_sides} == exp_sides - seen
+    assert merged.analyze().failures(Requirement.parse(["native_fp4"])) == []
 
 
 def test_reading_rejects_foreign_and_future_documents(tmp_path):
     good = CoverageData.from_events(cpu_events()).to_dict()
-    with pytest.raises(CoverageFileError, match="not dispatch-coverage data"):
+    with pytest.raises(DataError, match="not dispatch-coverage data"):
         CoverageData.from_dict({"meta": {}}, "x.json")
-    with pytest.raises(CoverageFileError, match="upgrade the harness"):
+    with pytest.raises(DataError, match="upgrade the harness"):
         CoverageData.from_dict({**good, "version": SCHEMA_VERSION + 1})
     renamed = json.loads(json.dumps(good))
-    renamed["paths"]["gemv_v2"] = renamed["paths"].pop("gemv")
-    with pytest.raises(CoverageFileError, match="gemv_v2"):
+    renamed["operators"]["nvfp4"]["paths"]["gemv_v2"] = renamed["operators"]["nvfp4"]["paths"].pop("gemv")
+    with pytest.raises(DataError, match="gemv_v2"):
         CoverageData.from_dict(renamed)
     broken = json.loads(json.dumps(good))
-    broken["paths"]["gemv"]["hits"] = "many"
-    with pytest.raises(CoverageFileError, match="schema version"):
+    broken["operators"]["nvfp4"]["paths"]["gemv"]["hits"] = "many"
+    with pytest.raises(DataError, match="schema version"):
         CoverageData.from_dict(broken)
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(CoverageFileError, match="bad.json"):
+    with pytest.raises(DataError, match="bad.json"):
         CoverageData.read(tmp_path / "bad.json")
-    with pytest.raises(CoverageFileError, match="cannot read"):
+    with pytest.raises(DataError, match="cannot read"):
         CoverageData.read(tmp_path / "missing.json")
 
 
-def test_requirement_parsing():
-    assert Requirement.parse(["gemv, prefill_vec8", "gemv"]) == Requirement(("gemv", "prefill_vec8"), False)
-    assert Requirement.parse(["all-reachable"]) == Requirement((), True)
+def test_requirement_parsing_and_resolution():
+    known = {"nvfp4": PATH_NAMES, "toy": ("small_m", "gemv")}
+    assert Requirement.parse(["prefill_vec8, nvfp4:gemv", "prefill_vec8"]).items == \
+        ((None, "prefill_vec8"), ("nvfp4", "gemv"))
+    assert Requirement.parse(["all-reachable"]).all_reachable
     assert not Requirement.parse([]).active
+    assert Requirement.parse(["small_m", "prefill_vec8"]).resolve(known).items == \
+        (("toy", "small_m"), ("nvfp4", "prefill_vec8"))
+    with pytest.raises(UnknownPathError, match="several operators"):
+        Requirement.parse(["gemv"]).resolve(known)
     with pytest.raises(UnknownPathError) as info:
-        Requirement.parse(["gemv,prefill"])
-    for name in PATH_ORDER:
+        Requirement.parse(["prefill"]).resolve(known)
+    for name in PATH_NAMES:
         assert name in str(info.value)
     assert "'prefill'" in str(info.value)
+    with pytest.raises(UnknownPathError, match="unknown operator 'nope'"):
+        Requirement.parse(["nope:gemv"]).resolve(known)
+    with pytest.raises(UnknownPathError, match="OPERATOR:PATH"):
+        Requirement.parse([":gemv"])

@@ -9,9 +9,12 @@ import numpy as np
 import nvfp4_kernels
 import pytest
 import torch
+from nvfp4_harness.model import DeviceCaps, PathNotAllowed
 from nvfp4_harness.nvfp4.verify import compare_bitwise
 from nvfp4_kernels import nvfp4, reference
-from nvfp4_kernels.paths import GUARDS, DeviceCaps, PathNotAllowed, Policy, Problem, select_path
+from nvfp4_kernels.model import MODEL, Policy, Problem, select_path
+
+GUARD_KEYS = {f"{p.name}.{g.name}" for p in MODEL.paths for g in p.guards}
 
 pytestmark = pytest.mark.dispatch
 
@@ -33,7 +36,7 @@ def events():
     nvfp4_kernels.remove_listener(seen.append)
 
 
-# Expected paths are the DESIGN.md section 2 table read by hand for each shape.
+# Expected paths are the table of docs/paths.md read by hand for each shape.
 @pytest.mark.parametrize("m,k,block_size,path", [
     (1, 64, 16, "gemv"), (8, 64, 16, "gemv"), (9, 64, 16, "prefill_vec8"),
     (4, 40, 16, "prefill_vec8"),        # K % 32 != 0 with M <= 8: prefill
@@ -48,8 +51,9 @@ def test_path_selection_follows_the_guards(events, m, k, block_size, path):
     nvfp4_kernels.nvfp4_matmul(_acts(m, k), packed, scales, g, block_size)
     event = events[-1]
     assert event.path == path and event.op == "matmul" and event.backend == "cpu"
-    assert (event.m, event.n, event.k, event.block_size) == (m, 32, k, block_size)
-    assert {o.name for o in event.guards} == {g.name for g in GUARDS}  # every guard evaluated
+    p = event.problem
+    assert (p.m, p.n, p.k, p.block_size) == (m, 32, k, block_size)
+    assert {o.key for o in event.outcomes} == GUARD_KEYS  # every guard evaluated
 
 
 def test_event_reason_names_the_failed_guards(events):
@@ -57,7 +61,7 @@ def test_event_reason_names_the_failed_guards(events):
     nvfp4_kernels.nvfp4_matmul(_acts(2, 70), packed, scales, g, 7)
     reason = events[-1].reason
     assert "gemv (" in reason and "k_mod_32: K=70" in reason and "block_size_even: block_size=7" in reason
-    outcomes = {o.name: o.passed for o in events[-1].guards}
+    outcomes = {o.key: o.passed for o in events[-1].outcomes}
     assert outcomes["gemv.m_in_range"] and not outcomes["prefill_vec8.k_mod_8"]
 
 
@@ -68,9 +72,9 @@ def test_native_fp4_is_unreachable_on_cpu_and_hopper_and_taken_on_simulated_blac
     assert select_path(problem, DeviceCaps.simulated_gpu(12, 0)).path == "native_fp4"
     assert select_path(problem, DeviceCaps.simulated_gpu(12, 0), Policy(native_fp4_enabled=False)).path \
         == "prefill_vec8"
-    assert "sm_120" in nvfp4_kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.cpu())
-    assert "sm_90" in nvfp4_kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(9, 0))
-    assert nvfp4_kernels.PATHS["native_fp4"].unreachable_reason(DeviceCaps.simulated_gpu(12, 0)) is None
+    assert "sm_120" in nvfp4_kernels.MODEL.path("native_fp4").unreachable_reason(DeviceCaps.cpu())
+    assert "sm_90" in nvfp4_kernels.MODEL.path("native_fp4").unreachable_reason(DeviceCaps.simulated_gpu(9, 0))
+    assert nvfp4_kernels.MODEL.path("native_fp4").unreachable_reason(DeviceCaps.simulated_gpu(12, 0)) is None
 
 
 def test_gemv_max_m_policy_moves_the_threshold(events):
@@ -85,11 +89,11 @@ def test_forced_path_and_its_guards(events):
     packed, scales, g = _weights()
     nvfp4_kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, policy=Policy(force_path="prefill_scalar"))
     assert events[-1].path == "prefill_scalar" and events[-1].forced and "forced" in events[-1].reason
-    with pytest.raises(PathNotAllowed, match="gemv.m_in_range is false"):
+    with pytest.raises(PathNotAllowed, match=r"gemv.m_in_range \(1 <= M <= policy.gemv_max_m\) is false: M=20"):
         nvfp4_kernels.nvfp4_matmul(_acts(20, 64), packed, scales, g, policy=Policy(force_path="gemv"))
     with pytest.raises(PathNotAllowed, match="cannot take"):
         nvfp4_kernels.dequantize(packed, scales, g, policy=Policy(force_path="gemv"))
-    with pytest.raises(ValueError, match="force_path must be one of"):
+    with pytest.raises(ValueError, match=r"force_path=...\) must be one of"):
         Policy(force_path="fast")
 
 
@@ -116,7 +120,7 @@ def test_leading_dimensions_flatten_into_m(events):
     packed, scales, g = _weights()
     a = _acts(6, 64).reshape(2, 3, 64)
     y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g)
-    assert y.shape == (2, 3, 32) and events[-1].m == 6
+    assert y.shape == (2, 3, 32) and events[-1].problem.m == 6
     assert compare_bitwise(nvfp4_kernels.nvfp4_matmul(a.reshape(6, 64), packed, scales, g).reshape(2, 3, 32), y)
 
 
@@ -162,8 +166,8 @@ def test_misaligned_output_buffer_falls_back_to_scalar(events):
 def test_dequantize_events_only_evaluate_dequant_guards(events):
     packed, scales, g = _weights()
     nvfp4_kernels.dequantize(packed, scales, g, 16, "bfloat16")
-    assert events[-1].op == "dequantize" and events[-1].m is None
-    assert {o.name.split(".")[0] for o in events[-1].guards} == {"prefill_vec8"}
+    assert events[-1].op == "dequantize" and events[-1].problem.m is None
+    assert {o.path for o in events[-1].outcomes} == {"prefill_vec8"}
 
 
 def test_shortcuts_for_empty_problems(events):
@@ -244,4 +248,8 @@ def test_event_round_trips_through_a_dict(events):
     packed, scales, g = _weights()
     nvfp4_kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g)
     event = events[-1]
-    assert nvfp4_kernels.DispatchEvent.from_dict(event.to_dict()) == event
+    back = nvfp4_kernels.DispatchEvent.from_dict(event.to_dict())
+    assert back.to_dict() == event.to_dict()
+    assert (back.path, back.outcomes, back.device, back.reason) == (event.path, event.outcomes, event.device,
+                                                                   event.reason)
+    assert back.problem == event.problem_dict() and back.problem["m"] == 2

@@ -23,7 +23,7 @@ import nvfp4_kernels
 import pytest
 from nvfp4_harness.nvfp4 import shapes
 from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, to_numpy
-from nvfp4_kernels.paths import Policy
+from nvfp4_kernels.model import Policy
 
 pytestmark = pytest.mark.dispatch
 

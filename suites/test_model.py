@@ -13,7 +13,7 @@ import pytest
 from nvfp4_harness.nvfp4 import shapes
 from nvfp4_harness.nvfp4.tiny_lm import PROMPT, ModelConfig, TinyCausalLM, generate, model_fingerprint
 from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, tensor_sha256
-from nvfp4_kernels.paths import Policy
+from nvfp4_kernels.model import Policy
 
 pytestmark = pytest.mark.dispatch
 
@@ -46,10 +46,10 @@ def test_greedy_tokens_are_golden_and_independent_of_the_prefill_path(backend: s
         matmuls = [e for e in events if e.op == "matmul"]
         per_forward = sum(1 for _ in model.linears())
         prefill, decode = matmuls[:per_forward], matmuls[per_forward:]
-        assert {(e.path, e.m, e.forced) for e in prefill} == {(path, len(PROMPT), True)}, (
+        assert {(e.path, e.problem.m, e.forced) for e in prefill} == {(path, len(PROMPT), True)}, (
             "the prompt's forward pass must run every linear through the forced prefill path")
         assert len(decode) == per_forward * (STEPS - 1)
-        assert {(e.path, e.m) for e in decode} == {("gemv", 1)}, "decode steps must take the GEMV"
+        assert {(e.path, e.problem.m) for e in decode} == {("gemv", 1)}, "decode steps must take the GEMV"
         assert {e.backend for e in matmuls} == {backend}
     vec8, scalar = runs["prefill_vec8"], runs["prefill_scalar"]
     assert_bitwise_equal(vec8.prefill_logits, scalar.prefill_logits, "prompt logits, vec8 vs scalar prefill")

@@ -22,7 +22,7 @@ import pytest
 from nvfp4_harness.nvfp4 import shapes
 from nvfp4_harness.nvfp4.shapes import ShapeCase, StableRng
 from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, tensor_sha256
-from nvfp4_kernels.paths import Policy
+from nvfp4_kernels.model import Policy
 
 pytestmark = pytest.mark.dispatch
 
@@ -114,7 +114,7 @@ def test_outputs_of_every_path(config: OpConfig, backend: str, golden) -> None:
         with shapes.dispatch_events() as events:
             y = nvfp4_kernels.nvfp4_matmul(a, ops.b, ops.weight_scale, ops.weight_scale_2, config.block_size, ops.bias,
                                      backend=backend, policy=_forced(path))
-        assert events[0].path == path and events[0].m == m
+        assert events[0].path == path and events[0].problem.m == m
         sub = ShapeCase(case.id, "matmul", (m,), config.n, config.k, config.block_size, config.dtype, path, "")
         shapes.check_against_oracle(sub, shapes.Operands(a, ops.b, ops.weight_scale, ops.weight_scale_2, ops.bias),
                                     y, path)

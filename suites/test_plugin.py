@@ -1,7 +1,7 @@
 """The pytest plugin, driven through inner pytest sessions (pytester).
 
 Expected coverage figures are computed here from the inner suites' cases with
-``nvfp4_kernels.paths.select_path`` (the dispatcher's own selection), not read from the harness.
+``nvfp4_kernels.MODEL.select`` (the dispatcher's own selection), not read from the harness.
 """
 
 from __future__ import annotations
@@ -9,7 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from nvfp4_kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps, Policy, Problem, select_path
+from nvfp4_harness.model import DeviceCaps
+from nvfp4_kernels.model import MODEL, Policy, Problem
+
+
+def select_path(problem, caps, policy):
+    return MODEL.select(problem, caps, policy, op=problem.op)
 
 pytest_plugins = ["pytester"]
 
@@ -52,8 +57,12 @@ def test_case(m, k, block_size, misaligned):
 '''
 
 
+INI = "[pytest]\ndispatch_models = nvfp4_kernels.model\n"
+
+
 def make_suite(pytester: pytest.Pytester, cases) -> None:
     pytester.makeconftest(CONFTEST)
+    pytester.makeini(INI)
     pytester.makepyfile(test_suite=suite_source(cases))
 
 
@@ -64,10 +73,10 @@ def expected_coverage(cases) -> tuple[int, int]:
     for m, k, bs, misaligned in cases:
         sel = select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not misaligned, ""), cpu, Policy())
         paths_taken.add(sel.path)
-        sides_seen.update((o.name, o.passed) for o in sel.guards)
-    reachable = {p for p in PATH_ORDER if PATHS[p].unreachable_reason(cpu) is None}
-    sides = {(g.name, s) for g in GUARDS if g.path in reachable for s in (True, False)
-             if g.side_unreachable(s, cpu) is None}
+        sides_seen.update((o.key, o.passed) for o in sel.outcomes)
+    reachable = {p.name for p in MODEL.paths if p.unreachable_reason(cpu) is None}
+    sides = {(f"{p.name}.{g.name}", s) for p in MODEL.paths if p.name in reachable for g in p.guards
+             for s in (True, False) if g.side_unreachable(s, cpu) is None}
     return len(paths_taken & reachable) + len(sides_seen & sides), len(reachable) + len(sides)
 
 
@@ -78,12 +87,13 @@ def test_decode_only_suite_fails_all_reachable_naming_the_prefill_paths(pytester
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*dispatch coverage FAILED*",
-        "FAIL: required path prefill_vec8 was never taken*",
-        "FAIL: required path prefill_scalar was never taken*",
+        "FAIL: required path nvfp4:prefill_vec8 was never taken*",
+        "FAIL: required path nvfp4:prefill_scalar was never taken*",
     ])
-    for guard in PATHS["prefill_vec8"].guards:  # their False sides need a prefill-sized case too
-        result.stdout.fnmatch_lines([f"FAIL: guard side {guard.name} == False was never taken*"])
-    result.stdout.no_fnmatch_line("FAIL: required path gemv*")
+    for guard in MODEL.path("prefill_vec8").guards:  # their False sides need a prefill-sized case too
+        result.stdout.fnmatch_lines([f"FAIL: guard side nvfp4:prefill_vec8.{guard.name} == False was never taken"
+                                     f" (*kernels/model.py:{guard.source.line}, *"])
+    result.stdout.no_fnmatch_line("FAIL: required path nvfp4:gemv*")
 
 
 def test_full_suite_passes_and_lists_native_fp4_unreachable_with_its_reason(pytester):
@@ -92,11 +102,11 @@ def test_full_suite_passes_and_lists_native_fp4_unreachable_with_its_reason(pyte
                                 "--dispatch-require=all-reachable")
     result.assert_outcomes(passed=len(FULL))
     assert result.ret == pytest.ExitCode.OK
-    reason = PATHS["native_fp4"].unreachable_reason(DeviceCaps.cpu())
+    reason = MODEL.path("native_fp4").unreachable_reason(DeviceCaps.cpu())
     result.stdout.fnmatch_lines([f"native_fp4 * unreachable: {reason}", "TOTAL * 100.0%"])
     result.stdout.no_fnmatch_line("*FAILED*")
     for name in ("gemv", "prefill_vec8", "prefill_scalar"):
-        hits = sum(select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not mis, ""),
+        hits = sum(select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not mis),
                                DeviceCaps.cpu(), Policy()).path == name for m, k, bs, mis in FULL)
         result.stdout.fnmatch_lines([f"{name} *{hits} *{hits}"])  # each case is its own test
 
@@ -121,7 +131,7 @@ def test_unknown_required_path_is_a_usage_error_listing_valid_names(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-require=gemv,prefill")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown dispatch path 'prefill'; valid names: "
-                                 "gemv, native_fp4, prefill_vec8, prefill_scalar, or all-reachable*"])
+                                 "nvfp4: gemv, native_fp4, prefill_vec8, prefill_scalar *"])
 
 
 def test_plugin_is_inert_without_options(pytester):
@@ -130,8 +140,8 @@ def test_plugin_is_inert_without_options(pytester):
     assert result.ret == pytest.ExitCode.OK
     result.stdout.no_fnmatch_line("*dispatch*")
     # no report file appeared (dot-directories belong to other plugins)
-    assert {p.name for p in pytester.path.iterdir() if not p.name.startswith(".")} == {"conftest.py",
-                                                                                       "test_suite.py"}
+    assert {p.name for p in pytester.path.iterdir() if not p.name.startswith(".")} == {
+        "conftest.py", "test_suite.py", "tox.ini"}
 
 
 def test_file_reports_and_attribution_of_collection_and_fixture_calls(pytester):
@@ -161,12 +171,12 @@ def test_two():
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["dispatch coverage json report written to out/cov.json",
                                  "dispatch coverage lcov report written to dispatch-coverage.lcov"])
-    doc = json.loads((pytester.path / "out" / "cov.json").read_text())
-    assert doc["paths"]["gemv"] == {"hits": 2, "forced": 0, "unattributed": 1,
-                                    "tests": {"test_attr.py::test_two": 1}, "devices": {"cpu": 2}}
-    assert doc["paths"]["prefill_vec8"]["tests"] == {"test_attr.py::test_one": 2}
-    assert doc["paths"]["prefill_scalar"]["unattributed"] == 1
-    assert doc["paths"]["prefill_scalar"]["tests"] == {}
+    paths = json.loads((pytester.path / "out" / "cov.json").read_text())["operators"]["nvfp4"]["paths"]
+    assert paths["gemv"] == {"hits": 2, "forced": 0, "unattributed": 1,
+                             "tests": {"test_attr.py::test_two": 1}, "devices": {"cpu": 2}}
+    assert paths["prefill_vec8"]["tests"] == {"test_attr.py::test_one": 2}
+    assert paths["prefill_scalar"]["unattributed"] == 1
+    assert paths["prefill_scalar"]["tests"] == {}
     assert (pytester.path / "out" / "cov.md").read_text().startswith("### Dispatch path coverage")
     assert "end_of_record" in (pytester.path / "dispatch-coverage.lcov").read_text()
 

@@ -9,7 +9,7 @@ import numpy as np
 import nvfp4_harness
 import nvfp4_kernels
 import pytest
-from nvfp4_harness.engine.coverage import CoverageData
+from nvfp4_harness.engine.data import CoverageData
 from nvfp4_harness.engine.recorder import Recorder, recording
 from nvfp4_kernels import nvfp4
 
@@ -79,8 +79,8 @@ def test_coverage_snapshot_counts_what_was_recorded():
             _call(m, k)
     data = rec.coverage()
     paths = [r.event.path for r in rec.events]
-    for name in nvfp4_kernels.PATH_ORDER:
-        assert data.paths[name].hits == paths.count(name)
+    for name in nvfp4_kernels.PATH_NAMES:
+        assert data.operator("nvfp4").paths[name].hits == paths.count(name)
     assert data == CoverageData.from_events((r.event, r.test) for r in rec.events)
     rec.clear()
     assert rec.events == [] and rec.coverage().events == 0
@@ -94,9 +94,9 @@ def test_keep_events_false_keeps_counts_only():
     finally:
         recorder.stop()
     assert recorder.events == []
-    data = recorder.coverage()
-    assert (data.paths["gemv"].hits, data.paths["prefill_vec8"].hits) == (1, 1)
-    assert dict(data.paths["gemv"].tests) == {"t": 1}
+    op = recorder.coverage().operator("nvfp4")
+    assert (op.paths["gemv"].hits, op.paths["prefill_vec8"].hits) == (1, 1)
+    assert dict(op.paths["gemv"].tests) == {"t": 1}
 
 
 def test_calls_from_threads_a_test_starts_belong_to_that_test():
@@ -134,8 +134,28 @@ def test_concurrent_listeners_lose_no_event():
             t.join()
     finally:
         sys.setswitchinterval(old)
-    data = recorder.coverage()
+    op = recorder.coverage().operator("nvfp4")
     assert len(recorder.events) == threads * per_thread
-    assert data.paths["prefill_vec8"].hits == threads * per_thread
-    assert data.paths["prefill_vec8"].tests["threads"] == threads * per_thread
-    assert data.guards["gemv.m_in_range"][False].count == threads * per_thread
+    assert op.paths["prefill_vec8"].hits == threads * per_thread
+    assert op.paths["prefill_vec8"].tests["threads"] == threads * per_thread
+    assert op.sides["gemv.m_in_range=false"].count == threads * per_thread
+
+
+def test_a_declared_model_shows_zero_percent_before_any_call():
+    with recording("t", models=[nvfp4_kernels.MODEL]) as rec:
+        pass
+    analysis = rec.coverage().analyze()
+    assert [o.name for o in analysis.operators] == ["nvfp4"]
+    assert analysis.covered == 0 and analysis.total > 0
+
+
+def test_an_event_the_data_rejects_is_kept_as_rejected_and_counts_nowhere():
+    with recording("probe") as probe:
+        _call(16, 64)
+    event = probe.events[0].event
+    broken = type(event)(**{**{f: getattr(event, f) for f in event.__dataclass_fields__}, "path": "no_such_path"})
+    recorder = Recorder("t", models=[nvfp4_kernels.MODEL])
+    recorder(broken)
+    assert recorder.rejected and "no_such_path" in recorder.rejected[0]
+    assert recorder.coverage().events == 0 and recorder.coverage().devices == {}
+    assert recorder.events == []

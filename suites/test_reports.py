@@ -8,22 +8,24 @@ from collections import Counter
 
 import pytest
 from nvfp4_harness.engine import combine, report
-from nvfp4_harness.engine.coverage import CoverageData, simulated_event
-from nvfp4_harness.engine.report import (
-    parse_report_spec,
-    render_lcov,
-    render_markdown,
-    render_term,
-    render_term_missing,
-)
-from nvfp4_kernels.paths import GUARDS, PATH_ORDER, PATHS, DeviceCaps
+from nvfp4_harness.engine.data import CoverageData
+from nvfp4_harness.engine.reports import parse_report_spec
+from nvfp4_harness.engine.reports.lcov import render_lcov
+from nvfp4_harness.engine.reports.markdown import render_markdown
+from nvfp4_harness.engine.reports.term import render_term, render_term_missing
+from nvfp4_harness.model import DeviceCaps
+from nvfp4_harness.nvfp4.shapes import simulated_event
+from nvfp4_kernels.model import MODEL, PATH_NAMES
 
 CPU = DeviceCaps.cpu()
 SM120 = DeviceCaps.simulated_gpu(12, 0)
+PATH_ORDER = PATH_NAMES
+#: (path, guard declaration) for every guard of the model, in order
+GUARDS = [(p.name, g) for p in MODEL.paths for g in p.guards]
+REACHABLE_ON_CPU = [(p, g) for p, g in GUARDS if MODEL.path(p).unreachable_reason(CPU) is None]
 
 
 def event_for(m, k, block_size=16, **kwargs):
-    """A hand-built event (no kernel runs) for any device, via nvfp4_harness.engine.coverage.simulated_event."""
     return simulated_event(m, k, block_size, dtype="float16", **kwargs)
 
 
@@ -37,22 +39,23 @@ def pairs_for(cases, prefix="suite::test_"):
 
 
 def side_counts(pairs):
-    return Counter((o.name, o.passed) for e, _ in pairs for o in e.guards)
+    return Counter((o.key, o.passed) for e, _ in pairs for o in e.outcomes)
 
 
 def test_term_rows_show_hits_tests_and_guard_counts():
     pairs = pairs_for(FULL) + [(event_for(1, 32), "suite::test_0")]  # a second hit by the same test
     text = render_term(CoverageData.from_events(pairs))
     sides = side_counts(pairs)
+    assert text.splitlines()[1] == "Operator nvfp4 (kernels/model.py): " + MODEL.summary
     for name in PATH_ORDER:
         hits = sum(e.path == name for e, _ in pairs)
         tests = len({t for e, t in pairs if e.path == name})
         assert re.search(rf"^{name}\s+{hits}\s+{tests}\b", text, re.M), (name, text)
-        for guard in PATHS[name].guards:
-            short = guard.name.split(".", 1)[1]
-            row = rf"^  {short}\s+{sides[(guard.name, True)]}\s+{sides[(guard.name, False)]}\s*$"
-            assert re.search(row, text, re.M), (guard.name, text)
-    reason = PATHS["native_fp4"].unreachable_reason(CPU)
+        for guard in MODEL.path(name).guards:
+            key = f"{name}.{guard.name}"
+            row = rf"^  {guard.name}\s+{sides[(key, True)]}\s+{sides[(key, False)]}\s*$"
+            assert re.search(row, text, re.M), (key, text)
+    reason = MODEL.path("native_fp4").unreachable_reason(CPU)
     assert re.search(rf"^native_fp4\s+0\s+0\s+unreachable: {re.escape(reason)}$", text, re.M)
     total_tests = len({t for _, t in pairs})
     assert re.search(rf"^TOTAL\s+{len(pairs)}\s+{total_tests}\s+100\.0%$", text, re.M)
@@ -64,24 +67,23 @@ def test_term_names_what_a_decode_only_suite_missed():
     assert re.search(r"^prefill_vec8\s+0\s+0\s+never taken$", text, re.M)
     assert re.search(r"^prefill_scalar\s+0\s+0\s+never taken$", text, re.M)
     seen = side_counts(pairs)
-    for guard in PATHS["prefill_vec8"].guards:
-        assert seen[(guard.name, False)] == 0
-        assert re.search(rf"^  {guard.name.split('.', 1)[1]}\s+\d+\s+0\s+False$", text, re.M)
+    for guard in MODEL.path("prefill_vec8").guards:
+        assert seen[(f"prefill_vec8.{guard.name}", False)] == 0
+        assert re.search(rf"^  {guard.name}\s+\d+\s+0\s+False$", text, re.M)
 
 
 def test_term_missing_lists_only_what_was_not_reached():
     pairs = pairs_for(DECODE_ONLY)
     text = render_term_missing(CoverageData.from_events(pairs))
     seen = side_counts(pairs)
-    missed_sides = [(g, p) for g in GUARDS if g.path in ("gemv", "prefill_vec8")
-                    for p in (True, False) if not seen[(g.name, p)]]
-    for g, passed in missed_sides:
-        assert f"MISSED guard side {g.name} == {passed}  (" in text
-        assert f"paths.py:{g.line}: {g.condition})" in text
+    missed_sides = [(p, g, s) for p, g in REACHABLE_ON_CPU for s in (True, False) if not seen[(f"{p}.{g.name}", s)]]
+    for path, g, passed in missed_sides:
+        assert f"MISSED guard side nvfp4:{path}.{g.name} == {passed}  (kernels/model.py:{g.source.line}: " \
+               f"{g.description})" in text
     assert text.count("MISSED guard side") == len(missed_sides)
-    assert "MISSED path prefill_vec8" in text and "MISSED path prefill_scalar" in text
-    assert "MISSED path gemv" not in text
-    assert f"unreachable path native_fp4: {PATHS['native_fp4'].unreachable_reason(CPU)}" in text
+    assert "MISSED path nvfp4:prefill_vec8" in text and "MISSED path nvfp4:prefill_scalar" in text
+    assert "MISSED path nvfp4:gemv" not in text
+    assert f"unreachable path nvfp4:native_fp4: {MODEL.path('native_fp4').unreachable_reason(CPU)}" in text
     full = render_term_missing(CoverageData.from_events(pairs_for(FULL)))
     assert "MISSED" not in full and "nothing missed" in full
 
@@ -116,17 +118,23 @@ def parse_lcov(text):
     return fields, branches, das
 
 
-def test_lcov_has_two_branches_per_guard_with_their_counts():
+def test_lcov_has_two_branches_per_reachable_guard_with_their_counts():
     pairs = pairs_for(FULL)
-    fields, branches, das = parse_lcov(render_lcov(CoverageData.from_events(pairs)))
+    data = CoverageData.from_events(pairs)
+    fields, branches, das = parse_lcov(render_lcov(data))
     sides = side_counts(pairs)
-    assert fields["SF"].endswith("kernels/paths.py")
-    assert set(branches) == {g.line for g in GUARDS}
-    for g in GUARDS:
-        assert branches[g.line] == {(0, 0): sides[(g.name, True)], (0, 1): sides[(g.name, False)]}
-        assert das[g.line] == sides[(g.name, True)] + sides[(g.name, False)]
-    assert int(fields["BRF"]) == 2 * len(GUARDS)
-    assert int(fields["BRH"]) == sum(1 for v in sides.values() if v)
+    assert fields["SF"] == "kernels/model.py"
+    # the sides of native_fp4 (unreachable on the CPU) are not branches: lcov's total is the gate's
+    assert set(branches) == {g.source.line for _, g in REACHABLE_ON_CPU}
+    for path, g in REACHABLE_ON_CPU:
+        key = f"{path}.{g.name}"
+        assert branches[g.source.line] == {(0, 0): sides[(key, True)], (0, 1): sides[(key, False)]}
+    for path, g in GUARDS:
+        key = f"{path}.{g.name}"
+        assert das[g.source.line] == sides[(key, True)] + sides[(key, False)]
+    assert int(fields["BRF"]) == 2 * len(REACHABLE_ON_CPU) == data.analyze().sides_reachable
+    assert int(fields["BRH"]) == sum(1 for p, g in REACHABLE_ON_CPU for s in (True, False)
+                                     if sides[(f"{p}.{g.name}", s)])
     assert int(fields["LF"]) == len(GUARDS) and int(fields["LH"]) == len({n for n, _ in sides})
 
 
@@ -134,12 +142,12 @@ def test_lcov_marks_guards_never_evaluated_as_not_executed():
     # dequantize never evaluates the gemv or native_fp4 guards
     pairs = [(event_for(None, 64, op="dequantize"), "t")]
     fields, branches, das = parse_lcov(render_lcov(CoverageData.from_events(pairs)))
-    evaluated = {o.name for e, _ in pairs for o in e.guards}
-    for g in GUARDS:
-        if g.name in evaluated:
-            assert None not in branches[g.line].values()
+    evaluated = {o.key for e, _ in pairs for o in e.outcomes}
+    for path, g in REACHABLE_ON_CPU:
+        if f"{path}.{g.name}" in evaluated:
+            assert None not in branches[g.source.line].values()
         else:
-            assert branches[g.line] == {(0, 0): None, (0, 1): None} and das[g.line] == 0
+            assert branches[g.source.line] == {(0, 0): None, (0, 1): None} and das[g.source.line] == 0
     assert int(fields["BRH"]) == len(evaluated)  # every evaluated guard held: one side each
 
 
@@ -166,11 +174,11 @@ def test_report_command_checks_requirements(tmp_path, capsys):
     assert "TOTAL" in capsys.readouterr().out
     assert report.main([decode, "--require", "all-reachable"]) == 1
     err = capsys.readouterr().err
-    assert "FAIL: required path prefill_vec8" in err and "FAIL: required path prefill_scalar" in err
+    assert "FAIL: required path nvfp4:prefill_vec8" in err and "FAIL: required path nvfp4:prefill_scalar" in err
     assert report.main([decode, "--require", "gemv"]) == 0
     capsys.readouterr()
     assert report.main([decode, "--require", "gemv,decode"]) == 2
-    assert "valid names: gemv, native_fp4, prefill_vec8, prefill_scalar" in capsys.readouterr().err
+    assert "valid names: nvfp4: gemv, native_fp4, prefill_vec8, prefill_scalar" in capsys.readouterr().err
     assert report.main([str(tmp_path / "none.json")]) == 2
     out = tmp_path / "cov.lcov"
     assert report.main([decode, "--format", "lcov", "-o", str(out)]) == 0
@@ -198,10 +206,11 @@ def test_combine_command_merges_a_cpu_and_a_gpu_file(tmp_path, capsys):
     assert combine.main([a, b, "-o", str(merged_path)]) == 0
     assert "combined 2 files" in capsys.readouterr().out
     doc = json.loads(merged_path.read_text())
+    op = doc["operators"]["nvfp4"]
     hits = Counter(e.path for e, _ in cpu_pairs + gpu_pairs)
-    assert {n: p["hits"] for n, p in doc["paths"].items()} == {n: hits[n] for n in PATH_ORDER}
-    assert doc["paths"]["native_fp4"]["tests"] == {"gpu::native": 1}
-    assert "native_fp4" not in doc["summary"]["unreachable_paths"]
+    assert {n: p["hits"] for n, p in op["paths"].items()} == {n: hits[n] for n in PATH_ORDER}
+    assert op["paths"]["native_fp4"]["tests"] == {"gpu::native": 1}
+    assert "native_fp4" not in doc["summary"]["operators"]["nvfp4"]["unreachable_paths"]
     assert sorted(d["name"] for d in doc["devices"]) == sorted([CPU.name, SM120.name])
     assert report.main([str(merged_path), "--require", "native_fp4,prefill_vec8"]) == 0
     cpu_only = tmp_path / "cpu-only.json"

@@ -8,9 +8,10 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from nvfp4_harness.model import DeviceCaps
 from nvfp4_harness.nvfp4 import shapes
 from nvfp4_harness.nvfp4.shapes import MATRIX, ShapeCase
-from nvfp4_kernels.paths import DeviceCaps, Problem, select_path
+from nvfp4_kernels.model import MODEL, Problem, select_path
 
 pytestmark = pytest.mark.dispatch
 
@@ -57,11 +58,12 @@ def test_case_takes_claimed_path(case: ShapeCase, backend: str, container: str) 
     event = events[0]
     assert event.path == case.path, (
         f"{case.id} ({case.why}) claims {case.path} but the dispatcher took {event.path}: {event.reason}")
-    got = {g.name: g.passed for g in event.guards}
+    got = {g.key: g.passed for g in event.outcomes}
     assert got == case.guards(sm), f"{case.id}: guard outcomes differ from the guard table"
     assert event.backend == backend and not event.forced
     if case.misaligned and case.path != "gemv":
-        assert "misaligned" in next(g.detail for g in event.guards if g.name == "prefill_vec8.aligned")
+        aligned = MODEL.guard("prefill_vec8", "aligned")
+        assert "misaligned" in aligned.explain(event.problem, event.device, event.policy)
     shapes.check_against_oracle(case, ops, result, event.path)
 
 
@@ -110,7 +112,7 @@ def test_selection_on_a_simulated_blackwell(case: ShapeCase) -> None:
                       case.misaligned is None)
     selection = select_path(problem, caps, case.policy)
     want = case.guards(sm=120)
-    assert {g.name: g.passed for g in selection.guards} == want
+    assert {g.key: g.passed for g in selection.outcomes} == want
     assert selection.path == shapes.path_from_guards(want)
 
 

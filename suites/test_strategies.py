@@ -10,7 +10,7 @@ from hypothesis.errors import InvalidArgument
 from nvfp4_harness.nvfp4 import shapes
 from nvfp4_harness.nvfp4.strategies import DEQUANT_PATHS, MATMUL_PATHS, Nvfp4Problem, nvfp4_problems
 from nvfp4_harness.nvfp4.verify import assert_bitwise_equal
-from nvfp4_kernels.paths import Policy
+from nvfp4_kernels.model import Policy
 
 pytestmark = pytest.mark.dispatch
 
@@ -23,7 +23,7 @@ def _run_and_check(problem: Nvfp4Problem) -> str:
     assert len(events) == 1
     event, case = events[0], problem.case
     assert event.path == case.path, f"drawn for {case.path} ({problem.reason}), dispatcher took {event.path}"
-    assert {g.name: g.passed for g in event.guards} == case.guards()
+    assert {g.key: g.passed for g in event.outcomes} == case.guards()
     shapes.check_against_oracle(case, problem.operands, result, event.path)
     return event.path
 

@@ -1,7 +1,8 @@
 """The recorder: a dispatch listener that files every event under the test that caused it.
 
-:mod:`nvfp4_kernels.dispatch` announces a :class:`~nvfp4_kernels.DispatchEvent` per call and knows nothing
-of tests. A :class:`Recorder` registered as a listener pairs each event with the *current test*
+Operators announce a :class:`~nvfp4_harness.model.DispatchEvent` per call (instrumented, or
+observed through the profiler) and know nothing of tests. A :class:`Recorder` registered as a
+listener pairs each event with the *current test*
 (a pytest node id set by the plugin, or a label you choose) and keeps a running
 :class:`~nvfp4_harness.engine.coverage.CoverageData`, so path coverage is available at any moment without
 storing every event.
@@ -17,17 +18,20 @@ Outside pytest use :func:`recording`::
         nvfp4_kernels.nvfp4_matmul(a, b, scale, g)
     rec.events            # [Recorded(event=DispatchEvent(...), test='smoke')]
     rec.coverage()        # CoverageData of the block
+
+Pass ``models=`` to declare operators up front, so one that is never called shows 0% instead
+of being absent.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from nvfp4_harness.engine.coverage import CoverageData
-from nvfp4_kernels.dispatch import DispatchEvent, add_listener, remove_listener
+from nvfp4_harness.engine.data import CoverageData
+from nvfp4_harness.model import DataError, DispatchEvent, DispatchModel, add_listener, remove_listener
 
 
 @dataclass(frozen=True)
@@ -46,18 +50,38 @@ class Recorder:
     plugin) where holding every event would cost memory for nothing.
     """
 
-    def __init__(self, label: str | None = None, *, keep_events: bool = True) -> None:
+    def __init__(self, label: str | None = None, *, keep_events: bool = True,
+                 models: Iterable[DispatchModel] = ()) -> None:
         self._lock = threading.Lock()
         self._current: str | None = label
         self._keep = keep_events
         self._events: list[Recorded] = []
-        self._data = CoverageData()
+        self._models = tuple(models)
+        self._data = self._fresh_data()
         self._listening = False
+        #: events the coverage data refused (DataError), with the reason; they count nowhere
+        self.rejected: list[str] = []
+
+    def _fresh_data(self) -> CoverageData:
+        data = CoverageData()
+        for model in self._models:
+            data.declare(model)
+        return data
+
+    def declare(self, model: DispatchModel) -> None:
+        """Include ``model``'s operator in the coverage even if it is never called."""
+        with self._lock:
+            self._models += (model,)
+            self._data.declare(model)
 
     def __call__(self, event: DispatchEvent) -> None:
         test = self._current
         with self._lock:
-            self._data.add(event, test)
+            try:
+                self._data.add(event, test)  # checks everything before counting anything
+            except DataError as exc:
+                self.rejected.append(f"{exc} (test {test})")
+                return
             if self._keep:
                 self._events.append(Recorded(event, test))
 
@@ -118,7 +142,7 @@ class Recorder:
     def clear(self) -> None:
         with self._lock:
             self._events.clear()
-            self._data = CoverageData()
+            self._data = self._fresh_data()
 
     def __len__(self) -> int:
         with self._lock:
@@ -126,13 +150,13 @@ class Recorder:
 
 
 @contextmanager
-def recording(label: str | None = None) -> Iterator[Recorder]:
+def recording(label: str | None = None, *, models: Iterable[DispatchModel] = ()) -> Iterator[Recorder]:
     """Record every dispatch inside the block, attributed to ``label``.
 
     Yields a started :class:`Recorder`; it stops listening when the block ends, and its
     ``events`` and ``coverage()`` remain readable afterwards.
     """
-    recorder = Recorder(label).start()
+    recorder = Recorder(label, models=models).start()
     try:
         yield recorder
     finally:

@@ -11,7 +11,8 @@ What it checks, and what it writes under ``--out`` (default ``fixtures/gpu``):
     the committed GPU hashes against its own reference;
   - ``matmul``: GEMV and prefill outputs against a float64 reference, within the stated bound;
   - ``misaligned``: sliced views of B and of the output fall back to the scalar kernel, same bits;
-  - ``observe``: the kernels the profiler saw match the path each dispatch event recorded;
+  - ``observe``: the operator observed as a black box (kernel names through the model's
+    patterns) takes the path its dispatcher announced, call for call;
   - ``sanitizer``: compute-sanitizer memcheck and racecheck over ``--workload`` report no error.
 
 Exit status 0 only when every check passes.
@@ -30,12 +31,12 @@ from typing import Any
 
 import numpy as np
 import nvfp4_kernels
-from nvfp4_harness.engine.observe import check_observation, observe_call
+from nvfp4_harness.engine.observe import observe
 from nvfp4_harness.nvfp4 import gpu_cases, tables
 from nvfp4_harness.nvfp4.provenance import REPO, gpu_provenance
 from nvfp4_harness.nvfp4.verify import compare_bitwise, tensor_sha256
 from nvfp4_kernels import nvfp4, reference
-from nvfp4_kernels.paths import Policy
+from nvfp4_kernels.model import Policy
 
 DEFAULT_OUT = REPO / "fixtures" / "gpu"
 #: unit roundoff of each output type: the bound's factor for each rounding to T
@@ -163,8 +164,10 @@ def check_misaligned() -> dict:
 
 
 def check_observe() -> dict:
-    """The profiler's kernel names against each call's recorded path."""
+    """Our own operator observed as a black box: the path its kernel names show (through the
+    model's patterns) must equal the path its dispatcher announced, call for call."""
     import torch
+    from nvfp4_kernels.model import MODEL, Problem
 
     rng = np.random.default_rng(9)
     packed, scales, g = nvfp4.quantize(rng.standard_normal((1024, 1024)).astype(np.float32), 16)
@@ -173,22 +176,33 @@ def check_observe() -> dict:
     a1 = torch.randn(1, 1024, dtype=torch.bfloat16, device="cuda")
     a64 = torch.randn(64, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
+
+    def problem(op: str, m: int | None, k: int, bs: int, dtype: str) -> Problem:
+        return Problem(op, m, 1024, k, bs, dtype, "cuda", True)
+
     calls = {
-        "matmul M=1 (gemv)": lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g),
-        "matmul M=64 (prefill_vec8)": lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
-        "matmul block 7 (prefill_scalar)": lambda: nvfp4_kernels.nvfp4_matmul(a7, b7, s7, g7, 7),
-        "dequantize (prefill_vec8)": lambda: nvfp4_kernels.dequantize(b, s, g),
-        "dequantize block 7 (prefill_scalar)": lambda: nvfp4_kernels.dequantize(b7, s7, g7, 7),
+        "matmul M=1 (gemv)": (lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g),
+                              problem("matmul", 1, 1024, 16, "bfloat16")),
+        "matmul M=64 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
+                                       problem("matmul", 64, 1024, 16, "float16")),
+        "matmul block 7 (prefill_scalar)": (lambda: nvfp4_kernels.nvfp4_matmul(a7, b7, s7, g7, 7),
+                                            problem("matmul", 64, 1022, 7, "bfloat16")),
+        "dequantize (prefill_vec8)": (lambda: nvfp4_kernels.dequantize(b, s, g),
+                                      problem("dequantize", None, 1024, 16, "bfloat16")),
+        "dequantize block 7 (prefill_scalar)": (lambda: nvfp4_kernels.dequantize(b7, s7, g7, 7),
+                                                problem("dequantize", None, 1022, 7, "bfloat16")),
     }
     rows = []
-    for name, fn in calls.items():
+    for name, (fn, prob) in calls.items():
         fn()  # warm-up: library load and first launch stay out of the profile
-        obs = observe_call(fn)
-        problems = check_observation(obs)
+        obs = observe(MODEL, fn, prob, op=prob.op, policy=nvfp4_kernels.current_policy(), publish=False)
+        problems = obs.agreement() + ([obs.event.finding] if obs.event.finding else [])
         # every operand is already on the device: a host-to-device copy here is dispatcher overhead
         problems += [f"unexpected {k!r} inside the call" for k in obs.launched if "Memcpy HtoD" in k]
-        rows.append({"call": name, "paths": [e.path for e in obs.events],
-                     "kernels": sorted(set(obs.launched)), "problems": problems})
+        rows.append({"call": name, "observed": obs.event.path,
+                     "instrumented": [e.path for e in obs.instrumented],
+                     "kernels": sorted(set(obs.launched)), "unmatched": sorted(set(obs.event.unmatched)),
+                     "problems": problems})
     return {"passed": all(not r["problems"] for r in rows), "rows": rows}
 
 

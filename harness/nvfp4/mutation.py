@@ -115,10 +115,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            part += (a32[:, kk:kk + 1] * w_t[kk]).astype(np.float16)\n"
         "        acc[:, r0:r0 + tile.shape[0]] = part\n"),
     Mutation(
-        "k-mod-8-guard-weakened", "kernels/paths.py",
+        "k-mod-8-guard-weakened", "kernels/model.py",
         "the vec8 guard accepts K % 4 == 0, sending rows of half chunks to the vec8 kernel",
-        "lambda p, c, pol: p.k % 8 == 0,",
-        "lambda p, c, pol: p.k % 4 == 0,"),
+        'Guard("k_mod_8", "K % 8 == 0", lambda p, d, pol: p.k % 8 == 0,',
+        'Guard("k_mod_8", "K % 8 == 0", lambda p, d, pol: p.k % 4 == 0,'),
     Mutation(
         "gemv-bias-after-rounding", "kernels/reference.py",
         "GEMV rounds the dot product before adding the bias (two roundings instead of one)",

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import ml_dtypes
 import numpy as np
 import nvfp4_kernels
-from nvfp4_kernels.paths import PATH_ORDER, Policy
+from nvfp4_kernels.model import PATH_NAMES, Policy
 
 #: Outcomes that launch no kernel (the dispatcher announces them with these names).
 SHORTCUT_PATHS = ("empty", "bias_only")
@@ -92,7 +92,7 @@ def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, ali
                     sm: int | None = None, policy: Policy | None = None) -> dict[str, bool]:
     """Every guard outcome the dispatcher should announce, from DESIGN.md section 2.
 
-    Written out again here (not read from :mod:`nvfp4_kernels.paths`) so that a weakened guard in
+    Written out again here (not read from :mod:`nvfp4_kernels.model`) so that a weakened guard in
     the dispatcher disagrees with the matrix instead of silently agreeing with itself.
     """
     policy = policy or Policy()
@@ -118,7 +118,7 @@ def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, ali
 
 def path_from_guards(guards: Mapping[str, bool]) -> str:
     """The first path in preference order whose guards all hold (prefill_scalar has none)."""
-    for path in PATH_ORDER:
+    for path in PATH_NAMES:
         mine = [v for name, v in guards.items() if name.split(".", 1)[0] == path]
         if path == "prefill_scalar" or (mine and all(mine)):
             return path
@@ -422,3 +422,22 @@ def check_against_oracle(case: ShapeCase, ops: Operands, result: Any, path: str)
         f"{case.id} ({path}): {len(bad)} of {err.size} outputs outside the float64 bound; first at "
         f"{bad[0].tolist()}: got {got[tuple(bad[0])]}, float64 {y64[tuple(bad[0])]}, "
         f"bound {bound[tuple(bad[0])]:.3g}")
+
+
+# --- events without a kernel ------------------------------------------------------------------
+
+
+def simulated_event(m: int | None, k: int, block_size: int = 16, *, n: int = 32, caps: Any = None,
+                    aligned: bool = True, op: str = "matmul", dtype: str = "bfloat16",
+                    policy: Policy | None = None) -> Any:
+    """The event an NVFP4 call would announce on ``caps`` (CPU by default), from the declared
+    model's own selection, without running anything: coverage data for devices that are not
+    here (a simulated sm_120) and report tests."""
+    from nvfp4_harness.model import DeviceCaps, simulate
+    from nvfp4_kernels.model import MODEL, Problem
+
+    caps = caps or DeviceCaps.cpu()
+    backend = "cpu" if caps.sm is None else "cuda"
+    problem = Problem(op, m, n, k, block_size, dtype, backend, aligned, "simulated")
+    policy = policy or Policy()
+    return simulate(MODEL, problem, caps, policy, op=op, force=policy.force_path)

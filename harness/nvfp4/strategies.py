@@ -30,7 +30,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from nvfp4_harness.nvfp4.shapes import DTYPES, Operands, ShapeCase
-from nvfp4_kernels.paths import Policy
+from nvfp4_kernels.model import Policy
 
 MATMUL_PATHS = ("gemv", "prefill_vec8", "prefill_scalar")
 DEQUANT_PATHS = ("prefill_vec8", "prefill_scalar")
@@ -91,7 +91,7 @@ def nvfp4_problems(
     allowed = MATMUL_PATHS if op == "matmul" else DEQUANT_PATHS
     if path == "native_fp4":
         raise InvalidArgument("native_fp4 needs an sm_120..129 GPU; no backend here can take it. Test its "
-                              "guards with nvfp4_kernels.paths.select_path and DeviceCaps.simulated_gpu(12, 0)")
+                              "guards with nvfp4_kernels.MODEL.select and DeviceCaps.simulated_gpu(12, 0)")
     _require(path is None or path in allowed,
              f"path must be None or one of {allowed} for op={op!r}, got {path!r}"
              + (" (the dequantize entry has no GEMV)" if path == "gemv" else ""))

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import nvfp4_kernels
 from nvfp4_harness.nvfp4.shapes import StableRng
+from nvfp4_kernels.model import Policy
 from nvfp4_kernels.nvfp4 import quantize
-from nvfp4_kernels.paths import Policy
 
 #: The fixed prompt of the level-3 test: 28 byte tokens, so prefill has M = 28 > 8.
 PROMPT: bytes = b"NVFP4 prefill must be tested"

@@ -1,0 +1,129 @@
+"""The NVFP4 operator's dispatch model, declared through the public dispatch-model API.
+
+This module is the operator's whole dispatch policy as data: four paths in preference order,
+each with the guards that must all hold (every guard on its own line, which is the line a
+coverage report points at), the operations that may take it, and the kernels it launches.
+:mod:`nvfp4_kernels.dispatch` chooses paths with ``MODEL.select`` and announces each call;
+the harness reads nothing else of this package. The rules and their reasons:
+docs/paths.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nvfp4_harness.model import DeviceCaps, DispatchModel, Guard, InvalidArgument, ModelRegistry, PathSpec, Selection
+
+OPS = ("matmul", "dequantize")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Tunable dispatch policy.
+
+    ``gemv_max_m``: the largest M the decode GEMV takes (the measured GEMV/prefill crossover is
+    in BENCHMARKS.md). ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
+    ``force_path``: take this path regardless of preference order, for A/B runs; its guards
+    must still hold, otherwise the call raises instead of running a kernel out of its domain.
+    """
+
+    gemv_max_m: int = 8
+    native_fp4_enabled: bool = True
+    force_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gemv_max_m, bool) or not isinstance(self.gemv_max_m, int):
+            raise InvalidArgument(f"Policy(gemv_max_m=...) must be an int, got {self.gemv_max_m!r}")
+        if self.gemv_max_m < 0:
+            raise InvalidArgument(f"Policy(gemv_max_m=...) must be >= 0, got {self.gemv_max_m}")
+        if not isinstance(self.native_fp4_enabled, bool):
+            raise InvalidArgument(f"Policy(native_fp4_enabled=...) must be True or False, got "
+                                  f"{self.native_fp4_enabled!r}")
+        if self.force_path is not None and self.force_path not in PATH_NAMES:
+            raise InvalidArgument(f"Policy(force_path=...) must be one of {PATH_NAMES} or None, got "
+                                  f"{self.force_path!r}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The facts about one call that guards look at (hashable: selections are cached on it)."""
+
+    op: str
+    m: int | None
+    n: int
+    k: int
+    block_size: int
+    dtype: str
+    backend: str
+    #: packed rows start on 4-byte boundaries and the output/scratch on 16-byte boundaries
+    aligned: bool = True
+    #: the addresses behind ``aligned``, for messages only (not part of equality or the hash)
+    alignment_detail: str = field(default="buffers aligned", compare=False)
+
+
+def _native_arch_missing(device: DeviceCaps) -> str | None:
+    if device.sm is None:
+        return "native_fp4 needs FP4 tensor cores of an sm_120..129 GPU; the CPU backend has none"
+    if not 120 <= device.sm <= 129:
+        return f"native_fp4 needs an sm_120..129 GPU (Blackwell); {device.label} is not one"
+    return None
+
+
+def _alignment_detail(p: Problem, d: DeviceCaps, pol: Policy) -> str:
+    return p.alignment_detail if p.aligned else f"misaligned: {p.alignment_detail}"
+
+
+MODEL = DispatchModel("nvfp4", [
+    PathSpec("gemv", "fused decode GEMV: packed weights read once, decoded in registers", ops=("matmul",),
+             kernels=(r"nvfp4_gemv_kernel",), guards=[
+        Guard("m_in_range", "1 <= M <= policy.gemv_max_m",
+              lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.gemv_max_m,
+              detail=lambda p, d, pol: f"M={p.m}, gemv_max_m={pol.gemv_max_m}"),
+        Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
+              detail=lambda p, d, pol: f"block_size={p.block_size}"),
+        Guard("k_mod_32", "K % 32 == 0", lambda p, d, pol: p.k % 32 == 0,
+              detail=lambda p, d, pol: f"K={p.k}, K % 32 = {p.k % 32}"),
+    ]),
+    PathSpec("native_fp4", "Blackwell FP4 tensor-core GEMM", ops=("matmul",), guards=[
+        Guard("arch_sm120", "GPU compute capability 12.x", lambda p, d, pol: d.sm is not None and 120 <= d.sm <= 129,
+              detail=lambda p, d, pol: f"device {d.label}", true_unreachable=_native_arch_missing),
+        Guard("enabled", "policy.native_fp4_enabled", lambda p, d, pol: pol.native_fp4_enabled,
+              detail=lambda p, d, pol: f"native_fp4_enabled={pol.native_fp4_enabled}"),
+        Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
+              detail=lambda p, d, pol: f"block_size={p.block_size}"),
+        Guard("k_mod_32", "K % 32 == 0", lambda p, d, pol: p.k % 32 == 0,
+              detail=lambda p, d, pol: f"K={p.k}, K % 32 = {p.k % 32}"),
+        Guard("n_mod_32", "N % 32 == 0", lambda p, d, pol: p.n % 32 == 0,
+              detail=lambda p, d, pol: f"N={p.n}, N % 32 = {p.n % 32}"),
+    ]),
+    PathSpec("prefill_vec8", "8 values per thread dequant to scratch, then cuBLAS", ops=OPS,
+             kernels=(r"nvfp4_dequant_vec8_kernel",), guards=[
+        Guard("k_mod_8", "K % 8 == 0", lambda p, d, pol: p.k % 8 == 0,
+              detail=lambda p, d, pol: f"K={p.k}, K % 8 = {p.k % 8}"),
+        Guard("block_size_even", "block_size % 2 == 0", lambda p, d, pol: p.block_size % 2 == 0,
+              detail=lambda p, d, pol: f"block_size={p.block_size}"),
+        Guard("aligned", "packed rows 4-byte, output 16-byte aligned", lambda p, d, pol: p.aligned,
+              detail=_alignment_detail),
+    ]),
+    PathSpec("prefill_scalar", "one byte per thread dequant, then cuBLAS", ops=OPS,
+             kernels=(r"nvfp4_dequant_scalar_kernel",)),
+], ops=OPS, summary="NVFP4 weight-only matmul and dequantization (nvfp4_kernels)", shortcuts={
+    "empty": "M == 0 or N == 0: the output has no elements, nothing is launched",
+    "bias_only": "K == 0: the dot products are empty, the output is the bias (or zeros)",
+}, shared_kernels=(r"gemm", r"gemv", r"nvjet", r"cutlass", r"xmma", r"elementwise", r"Memcpy", r"Memset",
+                   r"splitk_finalize", r"reduce"))
+
+PATH_NAMES: tuple[str, ...] = MODEL.path_names
+DEFAULT_POLICY = Policy()
+
+
+def dispatch_init(reg: ModelRegistry) -> None:
+    """Register the NVFP4 model (``dispatch_models = nvfp4_kernels.model`` in an ini file)."""
+    reg.add_model(MODEL)
+
+
+def select_path(problem: Problem, device: DeviceCaps, policy: Policy | None = None) -> Selection:
+    """The model's choice for ``problem`` on ``device`` under ``policy`` (its ``force_path``
+    honoured): what :func:`nvfp4_kernels.nvfp4_matmul` and ``dequantize`` run."""
+    policy = policy or DEFAULT_POLICY
+    return MODEL.select(problem, device, policy, op=problem.op, force=policy.force_path)
