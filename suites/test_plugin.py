@@ -7,6 +7,7 @@ Expected coverage figures are computed here from the inner suites' cases with
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from nvfp4_harness.model import DeviceCaps
@@ -196,3 +197,109 @@ def test_xdist_workers_reach_the_controller_report(pytester):
     a.pop("runs"), b.pop("runs")
     assert a == b
     spread.stdout.fnmatch_lines(["TOTAL * 100.0%"])
+
+
+TOY_MODEL = '''
+from nvfp4_harness.model import DispatchModel, Guard, PathSpec, record
+
+MODEL = DispatchModel("toy", [
+    PathSpec("small", guards=[Guard("m_small", "M <= 4", lambda p, d, pol: p["m"] <= 4)]),
+    PathSpec("big"),
+])
+
+
+def dispatch_init(reg):
+    reg.add_model(MODEL)
+
+
+def toy(m):
+    record(MODEL, "small" if m <= 4 else "big", {"m": m})
+'''
+
+
+def test_two_operators_in_one_run_are_reported_and_gated_per_operator(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(toy_op=TOY_MODEL)
+    pytester.makeini(INI + "pythonpath = .\n")
+    pytester.makepyfile(test_both='''
+import pytest
+from conftest import run_case
+from toy_op import toy
+
+
+@pytest.mark.parametrize("m", [1, 16])
+def test_nvfp4(m):
+    run_case(m, 64)
+
+
+def test_toy():
+    toy(2)
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-model=toy_op", "--dispatch-report=term",
+                                "--dispatch-report=json:cov.json", "--dispatch-require=toy:small,nvfp4:gemv")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["Operator nvfp4 (*", "Operator toy (toy_op.py)", "ALL 2 OPERATORS: *"])
+    doc = json.loads((pytester.path / "cov.json").read_text())
+    assert sorted(doc["operators"]) == ["nvfp4", "toy"]
+    assert doc["operators"]["toy"]["paths"]["small"]["tests"] == {"test_both.py::test_toy": 1}
+    gated = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-model=toy_op", "--dispatch-require=toy:big")
+    assert gated.ret == pytest.ExitCode.TESTS_FAILED
+    gated.stdout.fnmatch_lines(["FAIL: required path toy:big was never taken*"])
+    gated.stdout.no_fnmatch_line("*nvfp4*never taken*")
+
+
+def test_a_registered_operator_that_is_never_called_shows_zero(pytester):
+    pytester.makepyfile(toy_op=TOY_MODEL, test_nothing="def test_nothing():\n    pass\n")
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-model=toy_op", "--dispatch-fail-under=1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["FAIL: dispatch coverage 0.0% (0/4 reachable paths and guard sides)*"])
+    bad = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-model=no_such_module", "--dispatch")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*cannot import dispatch model module 'no_such_module'*"])
+
+
+def test_a_failing_listener_fails_the_run_with_its_traceback_but_not_the_call(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(INI)
+    pytester.makepyfile(test_listener='''
+from nvfp4_harness.model import add_listener
+from conftest import run_case
+
+
+def broken(event):
+    raise KeyError("listener bug")
+
+
+def test_call_survives():
+    add_listener(broken)
+    y = run_case(1, 32)          # the operator's result still arrives
+    assert y.shape == (1, 32)
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch", "-W", "ignore::RuntimeWarning")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["FAIL: a dispatch listener failed (the operator calls went on):",
+                                 "*test_listener.broken raised while handling an event of nvfp4:gemv:*",
+                                 "*KeyError: 'listener bug'*"])
+
+
+def test_a_schema_version_1_file_still_reports(tmp_path, capsys):
+    """The GPU coverage committed by nvfp4-harness 0.1 (schema version 1) loads as the NVFP4
+    operator with today's fingerprint, so it merges with new data."""
+    from nvfp4_harness.engine import report
+    from nvfp4_harness.engine.data import CoverageData
+
+    legacy = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "coverage-gpu.json"
+    doc = json.loads(legacy.read_text())
+    if doc.get("version") != 1:
+        pytest.skip("the committed GPU coverage has been regenerated in a newer schema")
+    data = CoverageData.read(legacy)
+    op = data.operator("nvfp4")
+    assert op.fingerprint == MODEL.fingerprint
+    assert {p: t.hits for p, t in op.paths.items()} == {p: v["hits"] for p, v in doc["paths"].items()}
+    merged = CoverageData()
+    merged.update(data)
+    merged.update(CoverageData.from_events([]))
+    assert report.main([str(legacy), "--require", "all-reachable"]) == 0
+    assert "TOTAL" in capsys.readouterr().out

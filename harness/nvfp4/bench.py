@@ -16,8 +16,9 @@ Why it is built this way:
   see :func:`kernel_bytes`.
 
 The pure parts (byte counts, statistics, the crossover, the replay arithmetic, the naive LUT
-dequant) need no GPU and are tested on the CPU (``suites/test_bench_unit.py``). The GPU runner
-imports torch and :mod:`nvfp4_kernels.cuda_backend` only when it runs.
+dequant) live in :mod:`nvfp4_harness.nvfp4.bench_metrics`, need no GPU and are tested on the CPU
+(``suites/test_bench_unit.py``). The GPU runner imports torch and
+:mod:`nvfp4_kernels.cuda_backend` only when it runs.
 """
 
 from __future__ import annotations
@@ -25,78 +26,74 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import math
 import os
 import platform
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
-DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
-
-KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "cublas_bf16", "prefill",
-           "copy")
-DTYPES = ("bfloat16", "float16")
-#: ``--only`` sections, in the order they run; ``compile`` runs last because its warm-up is the
-#: slowest and least important part, so a time budget cuts it first.
-SECTIONS = ("dequant", "gemv", "prefill", "sweep", "replay", "compile")
-DTYPE = "bfloat16"
-BLOCK_SIZE = 16
-
-SEED_SHAPES: tuple[tuple[int, int], ...] = ((4096, 4096), (6144, 2048), (2048, 6144))
-LARGE_SHAPES: tuple[tuple[int, int], ...] = ((17408, 5120), (5120, 17408))
-LM_HEAD: tuple[int, int] = (248320, 2048)
-SHAPES: tuple[tuple[int, int], ...] = SEED_SHAPES + LARGE_SHAPES + (LM_HEAD,)
-SEED_M = 1024
-GEMV_SECTION_M = (1, 8)
-SWEEP_SHAPE: tuple[int, int] = (17408, 5120)
-#: every M the GEMV supports (so the crossover is exact inside its range), then powers of two
-SWEEP_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-#: the largest M the GEMV kernel accepts (cuda_backend.gemv: 1 <= M <= 8)
-GEMV_KERNEL_MAX_M = 8
-REPLAY_TOKENS = 8192
-
-QUICK_SHAPES: tuple[tuple[int, int], ...] = ((4096, 4096), (17408, 5120))
-QUICK_SWEEP_M: tuple[int, ...] = (1, 2, 4, 8, 16, 64, 1024)
-QUICK_REPS = 20
-
-DEFAULT_REPS = 100
-DEFAULT_WARMUP = 5
-FLUSH_BYTES = 256 << 20
-DEFAULT_BUDGET_S = 330.0
-#: ||out - ref|| / ||ref|| against float64 for bf16 outputs (METHOD.md: bf16 lands 1e-3..1e-2)
-MATMUL_TOLERANCE = 1e-2
-#: rows of A checked against float64 for the large matmuls (the full output is NaN-checked)
-CHECK_ROWS = 64
-
-#: Random operands: E4M3 scale bytes 0x28..0x48 (0.25 .. 3.0, positive, no NaN, no subnormal)
-#: times a global scale like a real checkpoint's amax / (448 * 6). Never zeros (METHOD.md).
-SCALE_BYTE_RANGE = (0x28, 0x48)
-GLOBAL_SCALE = 0.0123
-
-#: Earlier measurements to compare with (DESIGN.md section 5), keyed (kernel, M, N, K);
-#: M is None for dequantization. Values: (microseconds, what it is).
-ANCHORS: dict[tuple[str, int | None, int, int], tuple[float, str]] = {
-    ("dequant_vec8", None, 4096, 4096): (15.2, "ONNX Runtime 1.31.1 vec8"),
-    ("dequant_vec8", None, 6144, 2048): (11.9, "ONNX Runtime 1.31.1 vec8"),
-    ("dequant_vec8", None, 2048, 6144): (11.6, "ONNX Runtime 1.31.1 vec8"),
-    ("dequant_scalar", None, 4096, 4096): (61.2, "ONNX Runtime 1.31.1 scalar (odd block size)"),
-    ("gemv", 1, 4096, 4096): (5.9, "ONNX Runtime 1.31.1 GEMV"),
-    ("gemv", 1, 17408, 5120): (29.4, "ONNX Runtime 1.31.1 GEMV"),
-    ("prefill", 64, 17408, 5120): (128.5, "ONNX Runtime 1.31.1 dequant + cuBLAS (75.1 + 53.4)"),
-    ("cublas_bf16", 64, 17408, 5120): (59.3, "torch cuBLAS bf16, earlier run"),
-    ("cublas_bf16", 1024, 17408, 5120): (261.8, "torch cuBLAS bf16, earlier run"),
-    ("torch_compile_dequant", None, 4096, 4096): (32.6, "torch.compile naive LUT, earlier run"),
-}
-#: ONNX Runtime's dequant share of prefill GPU time before its fix (DESIGN.md, the issue).
-ORT_DEQUANT_SHARE = 0.469
+from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's public names
+    ANCHORS,
+    BLOCK_SIZE,
+    CHECK_ROWS,
+    DEFAULT_BUDGET_S,
+    DEFAULT_LAYERS,
+    DEFAULT_OUT,
+    DEFAULT_REPS,
+    DEFAULT_WARMUP,
+    DTYPE,
+    DTYPES,
+    FLUSH_BYTES,
+    GEMV_KERNEL_MAX_M,
+    GEMV_SECTION_M,
+    GLOBAL_SCALE,
+    KERNELS,
+    LARGE_SHAPES,
+    LM_HEAD,
+    MATMUL_TOLERANCE,
+    ORT_DEQUANT_SHARE,
+    QUICK_REPS,
+    QUICK_SHAPES,
+    QUICK_SWEEP_M,
+    REPLAY_TOKENS,
+    REPO_ROOT,
+    SCALE_BYTE_RANGE,
+    SECTIONS,
+    SEED_M,
+    SEED_SHAPES,
+    SHAPES,
+    SWEEP_M,
+    SWEEP_SHAPE,
+    anchor_for,
+    copy_bytes,
+    crossover,
+    dequant_bytes,
+    distinct_shapes,
+    dtype_size,
+    find_row,
+    fraction_of_copy,
+    gemm_bytes,
+    gemv_bytes,
+    kernel_bytes,
+    kernel_flops,
+    load_layers,
+    make_row,
+    median,
+    percentile,
+    prefill_bytes,
+    replay_summary,
+    results_path,
+    scale_bytes,
+    slugify,
+    speedup_vs_scalar,
+    summarize,
+    tb_per_s,
+)
 
 
 class VerificationError(AssertionError):
@@ -105,271 +102,6 @@ class VerificationError(AssertionError):
 
 class BudgetExceeded(RuntimeError):
     """The run is past its time budget: the remaining rows are skipped."""
-
-
-# --- bytes and FLOPs ----------------------------------------------------------------------------
-
-
-def dtype_size(dtype: str) -> int:
-    """Bytes per element of an output dtype ("bfloat16" or "float16")."""
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    return 2
-
-
-def scale_bytes(n: int, k: int, block_size: int) -> int:
-    """One E4M3 byte per block: N * ceil(K / block_size) (a partial last block has a scale too)."""
-    if block_size <= 0:
-        raise ValueError(f"block_size must be positive, got {block_size}")
-    return n * -(-k // block_size)
-
-
-def dequant_bytes(n: int, k: int, block_size: int, dtype: str = DTYPE) -> int:
-    """Dequantization reads 0.5 B of packed codes and 1/block_size B of scale per element and
-    writes one fp16/bf16 element: N*K/2 + N*ceil(K/bs) + 2*N*K."""
-    return n * k // 2 + scale_bytes(n, k, block_size) + n * k * dtype_size(dtype)
-
-
-def gemv_bytes(m: int, n: int, k: int, dtype: str = DTYPE) -> int:
-    """The GEMV reads the packed weights once (0.5625 B per weight at block size 16), reads the
-    activations [M, K] and writes the output [M, N]."""
-    return n * k // 2 + scale_bytes(n, k, BLOCK_SIZE) + (m * k + m * n) * dtype_size(dtype)
-
-
-def gemm_bytes(m: int, n: int, k: int, dtype: str = DTYPE) -> int:
-    """cuBLAS on pre-dequantized weights: A [M, K] + W [N, K] read, Y [M, N] written."""
-    return (m * k + n * k + m * n) * dtype_size(dtype)
-
-
-def prefill_bytes(m: int, n: int, k: int, block_size: int, dtype: str = DTYPE) -> int:
-    """Prefill is two steps, each at its own minimum: dequantize to scratch, then cuBLAS on it."""
-    return dequant_bytes(n, k, block_size, dtype) + gemm_bytes(m, n, k, dtype)
-
-
-def copy_bytes(nbytes: int) -> int:
-    """A copy of nbytes // 2 bytes moves this many (read + written)."""
-    return 2 * (nbytes // 2)
-
-
-def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dtype: str = DTYPE,
-                 copy_of: str | None = None) -> int:
-    """The minimum bytes a row's kernel moves; a ``copy`` row moves those of ``copy_of``."""
-    if kernel == "copy":
-        if copy_of is None or copy_of == "copy":
-            raise ValueError("a copy row needs copy_of, the kernel whose bytes it copies")
-        return copy_bytes(kernel_bytes(copy_of, m, n, k, block_size, dtype))
-    if kernel in ("dequant_scalar", "dequant_vec8", "torch_compile_dequant"):
-        return dequant_bytes(n, k, block_size, dtype)
-    if m is None:
-        raise ValueError(f"kernel {kernel!r} needs M")
-    if kernel == "gemv":
-        return gemv_bytes(m, n, k, dtype)
-    if kernel == "cublas_bf16":
-        return gemm_bytes(m, n, k, dtype)
-    if kernel == "prefill":
-        return prefill_bytes(m, n, k, block_size, dtype)
-    raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-
-
-def kernel_flops(kernel: str, m: int | None, n: int, k: int) -> int:
-    """Multiply-adds counted as 2 FLOPs; 0 for kernels that do no matmul."""
-    return 2 * m * n * k if kernel in ("gemv", "cublas_bf16", "prefill") and m else 0
-
-
-# --- statistics ---------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation between closest ranks."""
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"q must be in [0, 100], got {q}")
-    ordered = sorted(float(v) for v in values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def median(values: Sequence[float]) -> float:
-    """The median (the 50th percentile)."""
-    return percentile(values, 50.0)
-
-
-def summarize(times_us: Sequence[float]) -> dict[str, float]:
-    """Median, p10, p90 and min of per-repetition times."""
-    return {"median_us": median(times_us), "p10_us": percentile(times_us, 10),
-            "p90_us": percentile(times_us, 90), "min_us": min(times_us)}
-
-
-def tb_per_s(nbytes: int, us: float) -> float:
-    """Achieved bandwidth in TB/s (10^12 bytes per second)."""
-    return nbytes / us / 1e6
-
-
-def fraction_of_copy(row: dict[str, Any]) -> float:
-    """Achieved bandwidth over the same-run copy of the same bytes (= copy time / kernel time)."""
-    return row["copy_us"] / row["median_us"]
-
-
-# --- rows ---------------------------------------------------------------------------------------
-
-
-def make_row(kernel: str, section: str, m: int | None, n: int, k: int, block_size: int, dtype: str,
-             stats: dict[str, float], copy_us: float, reps: int, **extra: Any) -> dict[str, Any]:
-    """One result row; ``bytes`` and ``flops`` are computed here, never passed in."""
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    if section not in SECTIONS:
-        raise ValueError(f"section must be one of {SECTIONS}, got {section!r}")
-    row: dict[str, Any] = {
-        "kernel": kernel, "section": section, "M": m, "N": n, "K": k, "block_size": block_size,
-        "dtype": dtype, "median_us": round(stats["median_us"], 4),
-        "bytes": kernel_bytes(kernel, m, n, k, block_size, dtype, extra.get("copy_of")),
-        "copy_us": round(copy_us, 4),
-        "p10_us": round(stats["p10_us"], 4), "p90_us": round(stats["p90_us"], 4),
-        "min_us": round(stats["min_us"], 4), "reps": reps,
-    }
-    flops = kernel_flops(kernel, m, n, k)
-    if flops:
-        row["flops"] = flops
-    row.update(extra)
-    return row
-
-
-def find_row(rows: Iterable[dict[str, Any]], kernel: str, n: int, k: int, m: Any = "any",
-             section: str | None = None) -> dict[str, Any] | None:
-    """The first row of ``kernel`` on N x K (and M, unless "any"), preferring ``section``."""
-    matches = [r for r in rows if r["kernel"] == kernel and r["N"] == n and r["K"] == k
-               and (m == "any" or r["M"] == m)]
-    preferred = [r for r in matches if section is None or r.get("section") == section]
-    return (preferred or matches or [None])[0]
-
-
-def anchor_for(row: dict[str, Any]) -> tuple[float, str] | None:
-    """The earlier measurement of the same kernel and shape (DESIGN.md section 5), if any."""
-    return ANCHORS.get((row["kernel"], row["M"], row["N"], row["K"]))
-
-
-def speedup_vs_scalar(row: dict[str, Any], rows: Sequence[dict[str, Any]]) -> float | None:
-    """scalar time / this time for a dequantization row of the same shape and block size."""
-    if row["kernel"] not in ("dequant_vec8", "torch_compile_dequant"):
-        return None
-    scalar = next((r for r in rows if r["kernel"] == "dequant_scalar" and r["N"] == row["N"]
-                   and r["K"] == row["K"] and r["block_size"] == row["block_size"]), None)
-    return scalar["median_us"] / row["median_us"] if scalar else None
-
-
-# --- the crossover and the replay -------------------------------------------------------------
-
-
-def crossover(rows: Sequence[dict[str, Any]], n: int, k: int, current_max_m: int,
-              kernel_max_m: int = GEMV_KERNEL_MAX_M) -> dict[str, Any]:
-    """Where prefill (dequant + cuBLAS) starts beating the GEMV on N x K.
-
-    The recommended ``gemv_max_m`` is the largest measured M such that the GEMV is faster at
-    that M and at every smaller measured M (0: never take the GEMV). When the GEMV wins at every
-    M it supports, the recommendation is its kernel limit and the crossover lies above it.
-    """
-    gemv = {r["M"]: r["median_us"] for r in rows
-            if r["kernel"] == "gemv" and (r["N"], r["K"]) == (n, k) and r.get("section") == "sweep"}
-    prefill = {r["M"]: r["median_us"] for r in rows
-               if r["kernel"] == "prefill" and (r["N"], r["K"]) == (n, k) and r.get("section") == "sweep"}
-    both = sorted(set(gemv) & set(prefill))
-    points = [{"M": m, "gemv_us": gemv[m], "prefill_us": prefill[m], "gemv_faster": gemv[m] < prefill[m]}
-              for m in both]
-    recommended, first_prefill = 0, None
-    for point in points:
-        if point["gemv_faster"] and first_prefill is None:
-            recommended = point["M"]
-        elif not point["gemv_faster"] and first_prefill is None:
-            first_prefill = point["M"]
-    recommended = min(recommended, kernel_max_m)
-    if not points:
-        summary = f"no GEMV/prefill pair measured on {n} x {k}"
-    elif first_prefill is None:
-        summary = (f"the GEMV is faster than prefill at every measured M up to {both[-1]} (its kernel "
-                   f"takes M <= {kernel_max_m}): the crossover lies above M = {both[-1]}")
-    elif recommended == 0:
-        summary = f"prefill is already faster at M = {first_prefill}: the GEMV should not be taken"
-    else:
-        summary = (f"the GEMV is faster up to M = {recommended}, prefill from M = {first_prefill}: "
-                   f"the crossover lies between them")
-    return {"N": n, "K": k, "points": points, "gemv_max_m_recommended": recommended,
-            "first_m_prefill_faster": first_prefill, "current_policy_gemv_max_m": current_max_m,
-            "summary": summary}
-
-
-def load_layers(path: str | os.PathLike[str] = DEFAULT_LAYERS) -> dict[str, Any]:
-    """Read and check the model-layer list (``{"layers": [{name, N, K, count}], ...}``)."""
-    with open(path, encoding="utf-8") as fh:
-        model = json.load(fh)
-    layers = model.get("layers") if isinstance(model, dict) else None
-    if not isinstance(layers, list) or not layers:
-        raise ValueError(f"{path}: expected an object with a non-empty 'layers' list")
-    for i, layer in enumerate(layers):
-        for key in ("name", "N", "K", "count"):
-            if key not in layer:
-                raise ValueError(f"{path}: layers[{i}] lacks {key!r}")
-        if not all(isinstance(layer[key], int) and layer[key] > 0 for key in ("N", "K", "count")):
-            raise ValueError(f"{path}: layers[{i}] needs positive integer N, K and count")
-    return model
-
-
-def distinct_shapes(layers: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Group layers by (N, K): each distinct shape is timed once and weighted by its count."""
-    shapes: dict[tuple[int, int], dict[str, Any]] = {}
-    for layer in layers:
-        entry = shapes.setdefault((layer["N"], layer["K"]), {"N": layer["N"], "K": layer["K"],
-                                                             "count": 0, "names": []})
-        entry["count"] += layer["count"]
-        entry["names"].append(layer["name"])
-    return list(shapes.values())
-
-
-def replay_summary(model: dict[str, Any], rows: Sequence[dict[str, Any]], tokens: int) -> dict[str, Any]:
-    """Model prefill time split into dequantization and GEMM, from the replay section's rows."""
-    per_shape, missing = [], []
-    totals = {"dequant_us": 0.0, "gemm_us": 0.0, "prefill_us": 0.0}
-    for shape in distinct_shapes(model["layers"]):
-        n, k, count = shape["N"], shape["K"], shape["count"]
-        found = {kernel: find_row([r for r in rows if r.get("section") == "replay"], kernel, n, k, m)
-                 for kernel, m in (("dequant_vec8", "any"), ("cublas_bf16", tokens), ("prefill", tokens))}
-        if any(row is None for row in found.values()):
-            missing.append(f"{n}x{k}")
-            continue
-        entry = {"N": n, "K": k, "count": count, "names": shape["names"],
-                 "dequant_us": found["dequant_vec8"]["median_us"],
-                 "gemm_us": found["cublas_bf16"]["median_us"], "prefill_us": found["prefill"]["median_us"]}
-        per_shape.append(entry)
-        for key in totals:
-            totals[key] += count * entry[key]
-    nodes = sum(layer["count"] for layer in model["layers"])
-    weights = sum(layer["N"] * layer["K"] * layer["count"] for layer in model["layers"])
-    busy = totals["dequant_us"] + totals["gemm_us"]
-    return {"model": model.get("model", "unnamed"), "tokens": tokens, "nodes": nodes, "weights": weights,
-            "per_shape": per_shape, "missing_shapes": missing,
-            "dequant_total_us": round(totals["dequant_us"], 3), "gemm_total_us": round(totals["gemm_us"], 3),
-            "prefill_total_us": round(totals["prefill_us"], 3),
-            "dequant_share": (totals["dequant_us"] / busy) if busy and not missing else None,
-            "ort_dequant_share": ORT_DEQUANT_SHARE,
-            "method": "each distinct (N, K) is timed once (dequant vec8, cuBLAS bf16 and prefill at "
-                      f"M = {tokens}) and multiplied by its node count"}
-
-
-# --- naming -------------------------------------------------------------------------------------
-
-
-def slugify(text: str) -> str:
-    """'NVIDIA H200' -> 'nvidia-h200' (lower case, runs of other characters become one dash)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return slug or "unknown-gpu"
-
-
-def results_path(out_dir: str | os.PathLike[str], gpu: str, date: str) -> Path:
-    """``<out>/<gpu slug>-<YYYY-MM-DD>.json``."""
-    return Path(out_dir) / f"{slugify(gpu)}-{date}.json"
 
 
 # --- the naive dequant users write instead --------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nvfp4_harness.nvfp4.bench import (
+from nvfp4_harness.nvfp4.bench_metrics import (
     DEFAULT_OUT,
     LARGE_SHAPES,
     REPO_ROOT,
