@@ -6,9 +6,9 @@ event would carry a finding and the test run would fail.
 """
 
 import numpy as np
+from nvfp4_harness.model import record
 
 from kernels.model import MODEL, SMALL_M
-from nvfp4_harness.model import record
 
 
 def _row_at_a_time(a: np.ndarray, b: np.ndarray) -> np.ndarray:
