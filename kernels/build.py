@@ -1,7 +1,7 @@
 """Build the CUDA kernels (kernels/cuda/*.cu) with plain nvcc into one cached shared library.
 
 Why plain nvcc and not torch's cpp_extension: a cold ``load_inline`` took 24 s against 2.3 s for
-nvcc on a small file (DESIGN.md section 5), and the library needs no Python C API at all: it
+nvcc on a small file (docs/anchors.md), and the library needs no Python C API at all: it
 exports ``extern "C"`` launchers that :mod:`nvfp4_kernels.cuda_backend` calls through ctypes.
 
 The library is cached under ``$NVFP4_BUILD_DIR`` (default ``~/.cache/nvfp4-harness/``), named by
@@ -25,7 +25,7 @@ from pathlib import Path
 
 CUDA_SOURCE_DIR = Path(__file__).resolve().parent / "cuda"
 DEFAULT_ARCHS: tuple[str, ...] = ("sm_90",)
-#: Never --use_fast_math / -ftz=true: the exact decode depends on fp32 subnormals (DESIGN.md s.1).
+#: Never --use_fast_math / -ftz=true: the exact decode depends on fp32 subnormals (docs/contract.md).
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC",
                                "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")
 LIBRARY_EXPORTS: tuple[str, ...] = (

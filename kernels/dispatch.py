@@ -15,16 +15,18 @@ The dispatcher knows nothing of pytest: it uses only the dispatch-model API of t
 from __future__ import annotations
 
 import functools
+import math
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
-from nvfp4_harness.model import DeviceCaps, build_event, bus
+from nvfp4_harness.model import DeviceCaps, Selection, build_event, bus
 from nvfp4_harness.model.events import DispatchEvent
-from nvfp4_kernels import reference
+from nvfp4_kernels import fast, reference
 from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -268,16 +270,20 @@ def dequantize(
     return result
 
 
-def nvfp4_matmul(
-    a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int = 16,
-    bias: Any | None = None, *, backend: str = "auto", policy: Policy | None = None,
-) -> Any:
-    """Y = A @ W^T for NVFP4 weights W, with the contract of docs/contract.md.
+class _Prepared(NamedTuple):
+    """What validation and selection decide for one matmul call (``selection`` None: a shortcut)."""
 
-    ``a`` is fp16/bf16 [..., K]; ``b`` uint8 [N, K/2]; ``weight_scale`` uint8 E4M3FN bytes
-    [N, ceil(K/block_size)]; ``weight_scale_2`` the fp32 global scale; ``bias`` [N] of A's
-    dtype. Returns [..., N] in A's dtype: numpy in, numpy out; torch in, torch out.
-    """
+    problem: Problem
+    caps: DeviceCaps
+    device: Any
+    backend: str
+    lead: tuple[int, ...]
+    selection: Selection | None
+
+
+def _prepare_matmul(a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: Any, bias: Any,
+                    backend: str, policy: Policy) -> _Prepared:
+    """Validate every input (errors say what to fix) and choose the path; launches nothing."""
     n, k = _validate_weights(b, weight_scale, weight_scale_2, block_size)
     _check_array("A", a, "float16|bfloat16", "cast the activations with .to(torch.bfloat16) or "
                  ".astype(ml_dtypes.bfloat16)")
@@ -292,20 +298,47 @@ def nvfp4_matmul(
             raise ValueError(f"bias must have shape [N] = [{n}], got {list(bias.shape)}")
     backend = _resolve_backend(backend, [a, b, weight_scale, weight_scale_2, bias])
     caps, device = _caps_for(backend, [a, b, weight_scale, weight_scale_2, bias])
-    policy = policy or current_policy()
     lead = tuple(int(d) for d in a.shape[:-1])
-    m = int(np.prod(lead)) if lead else 1
+    m = math.prod(lead)
     aligned, why = _alignment(b, None)  # the scratch buffer is ours and always aligned
     problem = Problem("matmul", m, n, k, int(block_size), dtype, backend, aligned, why)
     if m == 0 or n == 0 or k == 0:
-        return _shortcut(a, bias, lead, n, dtype, problem, caps)
+        return _Prepared(problem, caps, device, backend, lead, None)
     selection = MODEL.select(problem, caps, policy, op="matmul", force=policy.force_path)
-    if backend == "cpu":
+    return _Prepared(problem, caps, device, backend, lead, selection)
+
+
+def nvfp4_matmul(
+    a: Any, b: Any, weight_scale: Any, weight_scale_2: Any, block_size: int = 16,
+    bias: Any | None = None, *, backend: str = "auto", policy: Policy | None = None,
+) -> Any:
+    """Y = A @ W^T for NVFP4 weights W, with the contract of docs/contract.md.
+
+    ``a`` is fp16/bf16 [..., K]; ``b`` uint8 [N, K/2]; ``weight_scale`` uint8 E4M3FN bytes
+    [N, ceil(K/block_size)]; ``weight_scale_2`` the fp32 global scale; ``bias`` [N] of A's
+    dtype. Returns [..., N] in A's dtype: numpy in, numpy out; torch in, torch out.
+
+    CUDA tensors take a fast path after the first call of each signature (see
+    :mod:`nvfp4_kernels.fast`): the same checks, paths, results and events, in a few
+    microseconds of host time.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and type(a) is torch.Tensor:
+        result = fast.matmul(torch, a, b, weight_scale, weight_scale_2, block_size, bias, backend, policy)
+        if result is not fast.MISS:
+            return result
+    policy = policy or current_policy()
+    prepared = _prepare_matmul(a, b, weight_scale, weight_scale_2, block_size, bias, backend, policy)
+    problem, caps, lead, selection = prepared.problem, prepared.caps, prepared.lead, prepared.selection
+    n, k = problem.n, problem.k
+    if selection is None:
+        return _shortcut(a, bias, lead, n, problem.dtype, problem, caps)
+    if prepared.backend == "cpu":
         result = _cpu_matmul(selection.path, a, b, weight_scale, weight_scale_2, int(block_size), bias,
                              lead, n, k)
     else:
         result = _cuda_matmul(selection.path, a, b, weight_scale, weight_scale_2, int(block_size),
-                              bias, lead, n, k, device)
+                              bias, lead, n, k, prepared.device)
     _announce("matmul", selection.path, problem, caps, policy, selection)
     return result
 

@@ -12,7 +12,7 @@ up here, not only on a GPU):
 * :func:`gemv` - decode fused with an fp32 dot product; bias added before the single rounding.
 * :func:`prefill` - dequantize to a scratch buffer, fp32-accumulated matmul, round, add bias.
 
-Every element follows the contract of DESIGN.md section 1:
+Every element follows the contract of docs/contract.md:
 ``W = to_T(e2m1(code) * (e4m3(scale) * g))`` with IEEE fp32 multiplies. NaN results are
 written as the canonical NaN 0x7FFF, the pattern NVIDIA's f32->f16/bf16 conversions produce,
 so the dequantized bits are identical on every backend.

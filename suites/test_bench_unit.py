@@ -461,3 +461,26 @@ def test_a_refused_launch_does_not_stop_the_run() -> None:
 def test_provenance_helpers_answer_without_a_gpu() -> None:
     assert isinstance(bench.driver_version(), str) and bench.driver_version()
     assert isinstance(bench.cublas_version(), str) and bench.cublas_version()
+
+
+def test_host_time_arithmetic_and_verdicts() -> None:
+    from nvfp4_harness.nvfp4 import host_time
+
+    assert host_time.per_call(0.002, 200) == pytest.approx(10.0)
+    with pytest.raises(ValueError):
+        host_time.per_call(1.0, 0)
+    row = {"eager_host_us": host_time.HOST_TARGET_US, "recording_host_us": host_time.RECORDING_TARGET_US}
+    assert host_time.verdict(row) == "met"
+    assert host_time.verdict({**row, "eager_host_us": host_time.HOST_TARGET_US + 0.01}) == "missed"
+    assert host_time.verdict({**row, "recording_host_us": host_time.RECORDING_TARGET_US + 0.01}) == "missed"
+    assert {c.path for c in host_time.CASES} == {"gemv", "prefill_vec8"}
+
+
+def test_host_rows_render_in_benchmarks_md() -> None:
+    row = {"case": "decode M=1, 17408 x 5120", "path": "gemv", "M": 1, "N": 17408, "K": 5120, "calls": 200,
+           "loops": 5, "eager_host_us": 7.5, "eager_wall_us": 33.9, "recording_host_us": 11.2,
+           "recording_wall_us": 34.0, "graph_replay_us": 33.5, "kernel_us": 34.1, "ort_eager_us": 55.0,
+           "verdict": "met"}
+    lines = bench_report._host_lines({"host": [row]})
+    assert "| decode M=1, 17408 x 5120 | gemv | 7.50 | 33.90 | 11.20 | 34.00 | 33.50 | 34.10 | 55.00 | met |" in lines
+    assert bench_report._host_lines({}) == ["Not measured in this run (section `host`)."]

@@ -2,7 +2,7 @@
 
 The oracle (:mod:`nvfp4_harness.nvfp4.oracle`) computes each element independently of kernels/ (ml_dtypes
 decoding, exact products, integer rounding), so agreement here means the per-path index
-arithmetic and scale tracking of :mod:`nvfp4_kernels.reference` reproduce DESIGN.md section 1.
+arithmetic and scale tracking of :mod:`nvfp4_kernels.reference` reproduce docs/contract.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Level 2 of the bitwise evidence (DESIGN.md section 4): whole operator outputs, hashed.
+"""Level 2 of the bitwise evidence (docs/contract.md, "Three levels"): whole operator outputs, hashed.
 
 Eight configurations, fp16/bf16 x block size 16/32 x aligned/non-aligned K, with N and K
 between 128 and 5120. For each, every path that can run it is forced in turn:

@@ -11,7 +11,7 @@ import pytest
 from nvfp4_harness.model import DeviceCaps
 from nvfp4_harness.nvfp4 import shapes
 from nvfp4_harness.nvfp4.shapes import MATRIX, ShapeCase
-from nvfp4_kernels.model import MODEL, Problem, select_path
+from nvfp4_kernels.model import MODEL, Policy, Problem, select_path
 
 pytestmark = pytest.mark.dispatch
 
@@ -139,3 +139,23 @@ def test_stable_rng_matches_splitmix64_in_python_integers() -> None:
     assert rng.integers(0, 1000, 8).tolist() == [v % 1000 for v in raw[:8]]
     assert rng.integers(-5, 5, (4, 2)).ravel().tolist() == [v % 10 - 5 for v in raw[8:16]]
     assert rng.uniform(-1, 1, 24).tolist() == [-1 + 2 * ((v >> 11) * 2.0**-53) for v in raw[16:40]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c for c in MATRIX if c.path not in shapes.SHORTCUT_PATHS], ids=lambda c: c.id)
+def test_observed_as_a_black_box_the_operator_takes_its_instrumented_path(case: ShapeCase) -> None:
+    """Our own CUDA kernels observed the way a library that cannot be edited is: the path the
+    profiler's kernel names show (through the model's patterns) equals the path the dispatcher
+    announced, call for call, and the model predicts it."""
+    if not _cuda_available():
+        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+    from nvfp4_harness.engine.observe import observe
+
+    rng = np.random.default_rng(zlib.crc32(case.id.encode()) + 1)
+    ops = case.build(rng, "cuda", "torch")
+    case.run(ops, "cuda")  # warm-up: library load and first launch stay out of the profile
+    problem = Problem(case.op, case.m, case.n, case.k, case.block_size, case.dtype, "cuda", case.misaligned is None)
+    obs = observe(MODEL, lambda: case.run(ops, "cuda"), problem, op=case.op, policy=case.policy or Policy(),
+                  publish=False)
+    assert obs.agreement() == [], f"{case.id}: {obs.agreement()}"
+    assert obs.event.path == case.path and obs.event.finding is None, (case.id, obs.event.finding, obs.launched)

@@ -69,6 +69,14 @@ class SideTally:
         merged = set(self.examples).union(t for t in tests if t)
         self.examples = sorted(merged)[:EXAMPLES_PER_SIDE]
 
+    def note_one(self, test: str | None) -> None:
+        """:meth:`note` for one event, cheap when the test changes nothing (the recorder's case)."""
+        self.count += 1
+        examples = self.examples
+        if not test or test in examples or (len(examples) >= EXAMPLES_PER_SIDE and test > examples[-1]):
+            return
+        self.examples = sorted(examples + [test])[:EXAMPLES_PER_SIDE]
+
 
 @dataclass
 class DeviceTally:
@@ -103,6 +111,19 @@ class OperatorData:
         self.unreachable: dict[str, dict[str, dict[str, str]]] = {}
         #: labels judged only because the run had no device yet (the CPU); dropped at the first event
         self.assumed: set[str] = set()
+        #: id(outcomes) -> (outcomes, their side keys): events of one cached selection share the tuple
+        self._keys: dict[int, tuple[tuple, list[str]]] = {}
+
+    def side_keys(self, outcomes: tuple) -> list[str]:
+        """The side keys of a tuple of guard outcomes (computed once per tuple object)."""
+        cached = self._keys.get(id(outcomes))
+        if cached is not None and cached[0] is outcomes:
+            return cached[1]
+        keys = [side_key(o.path, o.guard, o.passed) for o in outcomes]
+        if len(self._keys) >= 4096:
+            self._keys.clear()
+        self._keys[id(outcomes)] = (outcomes, keys)
+        return keys
 
     @classmethod
     def from_model(cls, model: DispatchModel) -> OperatorData:
@@ -214,37 +235,42 @@ class CoverageData:
         elif event.path is not None and event.path not in op.paths:
             raise DataError(f"operator {op.name!r} declares no path {event.path!r} (declared: "
                             f"{', '.join(op.paths)})")
-        keys = [side_key(o.path, o.guard, o.passed) for o in event.outcomes]
-        unknown = [k for k in keys if k not in op.sides]
-        if unknown:
-            raise DataError(f"operator {op.name!r} declares no guard {unknown[0].rsplit('=', 1)[0]!r}; the event "
-                            f"and the model are out of step")
-        if event.device.label not in self.devices:
+        sides = op.sides
+        keys = op.side_keys(event.outcomes)
+        for key in keys:
+            if key not in sides:
+                raise DataError(f"operator {op.name!r} declares no guard {key.rsplit('=', 1)[0]!r}; the event "
+                                f"and the model are out of step")
+        label = event.device.label
+        device = self.devices.get(label)
+        if device is None:
             for other in self.operators.values():
-                for label in other.assumed:
-                    other.unreachable.pop(label, None)
+                for assumed in other.assumed:
+                    other.unreachable.pop(assumed, None)
                 other.assumed.clear()
-        device = self._device(event.device)
+            device = self._device(event.device)
+            for known in self._models.values():
+                self.operators[known.name].judge(known, event.device)
         device.events += 1
-        for known in self._models.values():
-            self.operators[known.name].judge(known, event.device)
+        if label not in op.unreachable and model is not None:
+            op.judge(model, event.device)
         if event.finding:
-            op.findings.setdefault(event.finding, SideTally()).note(1, (test,))
+            op.findings.setdefault(event.finding, SideTally()).note_one(test)
         if event.shortcut:
             op.shortcuts[event.path] += 1
             return
         if event.path is not None:
             tally = op.paths[event.path]
             tally.hits += 1
-            tally.forced += int(event.forced)
-            tally.devices[device.label] += 1
+            if event.forced:
+                tally.forced += 1
+            tally.devices[label] += 1
             if test:
                 tally.tests[test] += 1
             else:
                 tally.unattributed += 1
-        tests = (test,) if test else ()
         for key in keys:
-            op.sides[key].note(1, tests)
+            sides[key].note_one(test)
 
     def _device(self, caps: DeviceCaps) -> DeviceTally:
         tally = self.devices.get(caps.label)

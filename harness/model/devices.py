@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,13 @@ class DeviceCaps:
         return cls(name=name or f"simulated sm_{major}{minor}", compute_capability=(major, minor),
                    simulated=True)
 
-    @property
+    @cached_property
     def sm(self) -> int | None:
         """The compute capability as one number (9.0 -> 90), None on a CPU."""
         cc = self.compute_capability
         return None if cc is None else cc[0] * 10 + cc[1]
 
-    @property
+    @cached_property
     def label(self) -> str:
         """How reports name the device: ``cpu`` or ``NVIDIA H200 (sm_90)``."""
         return self.name if self.sm is None else f"{self.name} (sm_{self.sm})"

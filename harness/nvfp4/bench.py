@@ -159,6 +159,8 @@ class Runner:
                                 dtype=torch.float32, device=device)
         self.dtype = getattr(torch, DTYPE)
         self.rows: list[dict[str, Any]] = []
+        #: host time per eager call (section "host", see nvfp4_harness.nvfp4.host_time)
+        self.host_rows: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
         self.copy_cache: dict[int, float] = {}
         self.compile_modes: dict[str, str] = {}
@@ -651,6 +653,11 @@ def run_sections(runner: Runner, plan: Plan, save: Callable[[], None]) -> None:
         if "prefill" in plan.sections:
             runner.guarded("prefill", n, k, lambda n=n, k=k: runner.matmul_rows(n, k, [plan.seed_m], "prefill"))
         save()
+    if "host" in plan.sections and runner.device == "cuda":  # eager CUDA calls and graphs: no CPU dry run
+        from nvfp4_harness.nvfp4 import host_time
+
+        runner.guarded("host", 0, 0, lambda: runner.host_rows.extend(host_time.measure(runner.torch, runner)))
+        save()
     if "sweep" in plan.sections:
         gemv_ms = [m for m in plan.sweep_m if m <= GEMV_KERNEL_MAX_M]
         runner.guarded("sweep", *plan.sweep_shape,
@@ -674,7 +681,8 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
     """Run the plan and write the results JSON (after every shape too); return both."""
     from nvfp4_kernels import Policy
 
-    results: dict[str, Any] = {"provenance": prov, "rows": runner.rows, "failures": runner.failures}
+    results: dict[str, Any] = {"provenance": prov, "rows": runner.rows, "failures": runner.failures,
+                               "host": runner.host_rows}
     saved: list[Path] = []
 
     def save(final: bool = False) -> None:

@@ -23,7 +23,7 @@ KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "c
 DTYPES = ("bfloat16", "float16")
 #: ``--only`` sections, in the order they run; ``compile`` runs last because its warm-up is the
 #: slowest and least important part, so a time budget cuts it first.
-SECTIONS = ("dequant", "gemv", "prefill", "sweep", "replay", "compile")
+SECTIONS = ("dequant", "gemv", "prefill", "host", "sweep", "replay", "compile")
 DTYPE = "bfloat16"
 BLOCK_SIZE = 16
 
@@ -58,7 +58,7 @@ CHECK_ROWS = 64
 SCALE_BYTE_RANGE = (0x28, 0x48)
 GLOBAL_SCALE = 0.0123
 
-#: Earlier measurements to compare with (DESIGN.md section 5), keyed (kernel, M, N, K);
+#: Earlier measurements to compare with (docs/anchors.md), keyed (kernel, M, N, K);
 #: M is None for dequantization. Values: (microseconds, what it is).
 ANCHORS: dict[tuple[str, int | None, int, int], tuple[float, str]] = {
     ("dequant_vec8", None, 4096, 4096): (15.2, "ONNX Runtime 1.31.1 vec8"),
@@ -72,7 +72,7 @@ ANCHORS: dict[tuple[str, int | None, int, int], tuple[float, str]] = {
     ("cublas_bf16", 1024, 17408, 5120): (261.8, "torch cuBLAS bf16, earlier run"),
     ("torch_compile_dequant", None, 4096, 4096): (32.6, "torch.compile naive LUT, earlier run"),
 }
-#: ONNX Runtime's dequant share of prefill GPU time before its fix (DESIGN.md, the issue).
+#: ONNX Runtime's dequant share of prefill GPU time before its fix (docs/anchors.md).
 ORT_DEQUANT_SHARE = 0.469
 
 
@@ -217,7 +217,7 @@ def find_row(rows: Iterable[dict[str, Any]], kernel: str, n: int, k: int, m: Any
 
 
 def anchor_for(row: dict[str, Any]) -> tuple[float, str] | None:
-    """The earlier measurement of the same kernel and shape (DESIGN.md section 5), if any."""
+    """The earlier measurement of the same kernel and shape (docs/anchors.md), if any."""
     return ANCHORS.get((row["kernel"], row["M"], row["N"], row["K"]))
 
 

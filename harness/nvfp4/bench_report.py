@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nvfp4_harness.nvfp4 import host_time
 from nvfp4_harness.nvfp4.bench_metrics import (
     DEFAULT_OUT,
     LARGE_SHAPES,
@@ -184,7 +185,7 @@ def _method_lines(prov: dict[str, Any]) -> list[str]:
         "whole NaN-poisoned output checked for unwritten elements. A row that failed is not timed.",
         "- Inputs are random (never zeros): uniform packed bytes, E4M3 block scales 0.25..3, global scale "
         "0.0123, activations N(0, 1) in bf16.",
-        "- **vs anchor** compares with the earlier measurements of DESIGN.md section 5 (ONNX Runtime 1.31.1 "
+        "- **vs anchor** compares with the earlier measurements of docs/anchors.md (ONNX Runtime 1.31.1 "
         "on an H200 and earlier torch runs; those used back-to-back kernel timing without an L2 flush).",
     ]
 
@@ -276,6 +277,25 @@ def _replay_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _host_lines(results: dict[str, Any]) -> list[str]:
+    """The host section: eager host time per call beside graph replay and kernel time."""
+    rows = results.get("host") or []
+    if not rows:
+        return ["Not measured in this run (section `host`)."]
+    body = [[r["case"], r["path"], _us(r["eager_host_us"]), _us(r["eager_wall_us"]), _us(r["recording_host_us"]),
+             _us(r["recording_wall_us"]), _us(r["graph_replay_us"]), _us(r["kernel_us"]),
+             _us(r["ort_eager_us"]) if r.get("ort_eager_us") else "", r["verdict"]] for r in rows]
+    calls = rows[0]["calls"]
+    return [f"{calls} calls of `nvfp4_matmul` back to back with CUDA tensors already on the device, one sync at "
+            f"the end; host = the CPU's time per call, wall = CUDA events around the loop per call (the GPU's "
+            f"time per call in that loop); median of {rows[0]['loops']} loops. Graph replay = the same call "
+            f"captured once in a CUDA graph and replayed back to back; kernel = one replay with the L2 flushed. "
+            f"Targets: host <= {host_time.HOST_TARGET_US:g} us, <= {host_time.RECORDING_TARGET_US:g} us with a "
+            f"recorder listening. ONNX Runtime's figure is its op in the same loop on an H200 (earlier run).", ""
+            ] + _table(["call", "path", "host", "wall", "host, recording", "wall, recording", "graph replay",
+                        "kernel", "ONNX Runtime", "result"], body)
+
+
 def _failure_lines(results: dict[str, Any]) -> list[str]:
     fails = results.get("failures") or []
     if not fails:
@@ -313,6 +333,7 @@ def render_markdown(results: dict[str, Any], source_name: str, png_link: str = D
     tokens = (results.get("replay") or {}).get("tokens")
     lines += ["", f"## Model replay: one prefill of {tokens} tokens" if tokens else "## Model replay", ""]
     lines += _replay_lines(results)
+    lines += ["", "## Host time per eager call", ""] + _host_lines(results)
     lines += ["", "## Failures", ""] + _failure_lines(results)
     lines += ["", "## CPU-side costs", "",
               "The host-side costs (reference dequantization, SHA-256 hashing, dispatcher and listener overhead "
@@ -345,6 +366,10 @@ def console_summary(results: dict[str, Any]) -> str:
         lines.append(f"replay: dequant {rep['dequant_total_us'] / 1000:.2f} ms, "
                      f"GEMM {rep['gemm_total_us'] / 1000:.2f} ms, dequant share {rep['dequant_share']:.1%} "
                      f"(ONNX Runtime before its fix: {rep['ort_dequant_share']:.1%})")
+    for r in results.get("host") or []:
+        lines.append(f"host: {r['case']} ({r['path']}): {r['eager_host_us']:.1f} us/call eager, "
+                     f"{r['recording_host_us']:.1f} recording, graph replay {r['graph_replay_us']:.1f}, "
+                     f"kernel {r['kernel_us']:.1f}: {r['verdict']}")
     if results.get("failures"):
         lines.append(f"{len(results['failures'])} row(s) failed or were skipped: see 'failures' in the JSON")
     return "\n".join(lines)

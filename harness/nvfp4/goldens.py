@@ -6,7 +6,7 @@ A test asks the ``golden`` fixture to compare a tensor with the hash stored for 
         golden.check("operator/fp16-bs16/dequant", scratch)                 # machine independent
         golden.check("operator/fp16-bs16/gemv", y, key=golden.key_for("cpu"))  # GEMM output
 
-Why keys: a dequantized weight has the same bits on every machine (DESIGN.md section 1), so it
+Why keys: a dequantized weight has the same bits on every machine (docs/contract.md), so it
 has one golden under :data:`PORTABLE_KEY`. A GEMM output depends on who summed it: the CPU
 reference sums in a fixed k order with IEEE fp32 operations, so its results are keyed
 :data:`CPU_KEY` on every machine; a GPU result depends on the architecture, the CUDA and cuBLAS

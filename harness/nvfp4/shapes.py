@@ -3,7 +3,7 @@
 A suite that only ever calls the operator with M <= 8 never leaves the decode GEMV, however
 many cases it has. The matrix here is written the other way round: every :class:`ShapeCase`
 states the path it is meant to force (``case.path``) and, computed from the guard table of
-DESIGN.md section 2 (restated in :func:`expected_guards`, independently of
+docs/paths.md (restated in :func:`expected_guards`, independently of
 :mod:`nvfp4_kernels.paths`), the outcome of every guard the dispatcher evaluates for it. The suites
 run each case through the dispatcher and fail when the announced event disagrees, so a case
 that does not force what it claims is a test failure, not a silent loss of coverage.
@@ -90,7 +90,7 @@ class StableRng:
 
 def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, aligned: bool,
                     sm: int | None = None, policy: Policy | None = None) -> dict[str, bool]:
-    """Every guard outcome the dispatcher should announce, from DESIGN.md section 2.
+    """Every guard outcome the dispatcher should announce, from docs/paths.md.
 
     Written out again here (not read from :mod:`nvfp4_kernels.model`) so that a weakened guard in
     the dispatcher disagrees with the matrix instead of silently agreeing with itself.
@@ -351,7 +351,7 @@ def dispatch_events() -> Iterator[list[Any]]:
 
 def oracle_dequantize(packed: Any, weight_scale: Any, weight_scale_2: float, block_size: int,
                       dtype: str) -> np.ndarray:
-    """The contract of DESIGN.md section 1, decoded with ml_dtypes' E2M1 and E4M3 types:
+    """The contract of docs/contract.md, decoded with ml_dtypes' E2M1 and E4M3 types:
     ``to_T(e2m1(code) * (e4m3(scale) * g))`` with fp32 multiplies, NaN written as 0x7FFF."""
     from nvfp4_harness.nvfp4.verify import to_numpy
 

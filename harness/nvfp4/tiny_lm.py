@@ -1,4 +1,4 @@
-"""A tiny causal language model whose linear layers are NVFP4 linears (level 3 of DESIGN.md s. 4).
+"""A tiny causal language model whose linear layers are NVFP4 linears (level 3 of docs/contract.md).
 
 Plain torch, no download, no ``transformers``: byte-level vocabulary (256), learned positions,
 ``layers`` pre-norm blocks of RMSNorm, causal multi-head attention with a KV cache and a SwiGLU

@@ -1,7 +1,7 @@
 // NVFP4 -> fp16/bf16 dequantization kernels: the scalar baseline and the vectorised vec8 kernel.
 //
 // Both write W[n, k] = to_T(e2m1(code[n, k]) * (e4m3(scale[n, k / block_size]) * g)) with IEEE
-// fp32 multiplies and one round-to-nearest-even to T (DESIGN.md section 1); the CPU backend's
+// fp32 multiplies and one round-to-nearest-even to T (docs/contract.md); the CPU backend's
 // kernels.reference.dequantize_scalar / dequantize_vec8 follow the same index arithmetic.
 #include "nvfp4_common.cuh"
 

@@ -1,6 +1,6 @@
 // Shared device helpers for the NVFP4 kernels: exact scale and code decoding, output packing.
 //
-// Every helper reproduces DESIGN.md section 1 bit for bit:
+// Every helper reproduces docs/contract.md bit for bit:
 //   s = fp32(e4m3(scale_byte) * g),  v = fp32(e2m1(code) * s),  out = round_to_nearest_even_T(v)
 // Nothing here may be compiled with --use_fast_math or -ftz=true: the decoders rely on fp32
 // subnormals being kept (both as operands and results).

@@ -1,0 +1,130 @@
+"""The eager fast path for CUDA tensors (nvfp4_kernels.fast) against the full path, and CUDA
+graph capture as a supported use.
+
+The fast path must change nothing but the host time: the same bits, the same events, the same
+fallbacks (a misaligned view still goes to the scalar kernel) and the same errors. Each check
+runs a call with the fast path off (every call validated and selected from scratch) and on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nvfp4_harness.engine.recorder import recording
+from nvfp4_harness.nvfp4.verify import compare_bitwise
+from nvfp4_kernels import fast, nvfp4
+
+pytestmark = [pytest.mark.dispatch, pytest.mark.gpu]
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)", allow_module_level=True)
+
+import nvfp4_kernels  # noqa: E402
+
+#: (name, M, N, K, block size, dtype, with bias, the path the dispatcher takes)
+CALLS = [
+    ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, "gemv"),
+    ("gemv-m8-bias", 8, 200, 320, 16, torch.float16, True, "gemv"),
+    ("vec8-m64", 64, 256, 512, 16, torch.bfloat16, True, "prefill_vec8"),
+    ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, "prefill_vec8"),
+    ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, "prefill_scalar"),
+]
+
+
+def operands(m, n, k, block_size, dtype, with_bias, seed=0):
+    rng = np.random.default_rng(seed)
+    packed, scales, g = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
+    lead = m if isinstance(m, tuple) else (m,)
+    a = torch.from_numpy(rng.uniform(-2, 2, lead + (k,)).astype(np.float32)).to("cuda", dtype)
+    bias = torch.from_numpy(rng.uniform(-1, 1, n).astype(np.float32)).to("cuda", dtype) if with_bias else None
+    return a, torch.from_numpy(packed).cuda(), torch.from_numpy(scales).cuda(), g, bias
+
+
+def call_recorded(args, block_size, enabled, monkeypatch):
+    monkeypatch.setattr(fast, "ENABLED", enabled)
+    a, b, s, g, bias = args
+    with recording("t") as rec:
+        y = nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size, bias)
+    return y, [r.event.to_dict() for r in rec.events]
+
+
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,path", CALLS, ids=[c[0] for c in CALLS])
+def test_fast_and_full_path_agree_bit_for_bit_and_event_for_event(monkeypatch, name, m, n, k, bs, dtype,
+                                                                   with_bias, path):
+    args = operands(m, n, k, bs, dtype, with_bias)
+    full, full_events = call_recorded(args, bs, False, monkeypatch)
+    first, first_events = call_recorded(args, bs, True, monkeypatch)   # builds the plan
+    again, again_events = call_recorded(args, bs, True, monkeypatch)   # runs the plan
+    assert full_events[0]["path"] == path
+    assert full_events == first_events == again_events
+    assert compare_bitwise(full, first) and compare_bitwise(full, again)
+    assert again.shape == full.shape and again.dtype == full.dtype and again.device == full.device
+
+
+def test_a_host_global_scale_and_a_device_one_give_the_same_bits(monkeypatch):
+    a, b, s, g, bias = operands(1, 256, 512, 16, torch.bfloat16, True)
+    g_dev = torch.tensor([g], dtype=torch.float32, device="cuda")
+    host = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+    device = nvfp4_kernels.nvfp4_matmul(a, b, s, g_dev, 16, bias)
+    assert compare_bitwise(host, device)
+
+
+def test_a_misaligned_view_after_an_aligned_call_still_takes_the_scalar_kernel(monkeypatch):
+    a, b, s, g, bias = operands(64, 256, 512, 16, torch.bfloat16, False)
+    aligned, events = call_recorded((a, b, s, g, None), 16, True, monkeypatch)
+    assert events[0]["path"] == "prefill_vec8"
+    storage = torch.zeros(b.numel() + 4, dtype=torch.uint8, device="cuda")
+    view = storage[1:1 + b.numel()].view(b.shape)
+    view.copy_(b)
+    for _ in range(2):  # the second call meets a plan for the misaligned signature
+        shifted, events = call_recorded((a, view, s, g, None), 16, True, monkeypatch)
+        assert events[0]["path"] == "prefill_scalar" and "misaligned" in events[0]["reason"]
+        assert compare_bitwise(aligned, shifted)
+
+
+def test_errors_are_the_full_paths_errors(monkeypatch):
+    a, b, s, g, bias = operands(1, 256, 512, 16, torch.bfloat16, False)
+    messages = []
+    for enabled in (False, True, True):
+        monkeypatch.setattr(fast, "ENABLED", enabled)
+        with pytest.raises(TypeError) as info:
+            nvfp4_kernels.nvfp4_matmul(a.float(), b, s, g)
+        messages.append(str(info.value))
+        with pytest.raises(ValueError, match="must be contiguous"):
+            nvfp4_kernels.nvfp4_matmul(a, b.t().contiguous().t(), s, g)
+        with pytest.raises(ValueError, match="must be finite"):
+            nvfp4_kernels.nvfp4_matmul(a, b, s, float("inf"))
+    assert len(set(messages)) == 1 and "A must have dtype float16 or bfloat16" in messages[0]
+
+
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,path", CALLS, ids=[c[0] for c in CALLS])
+def test_each_path_captured_in_a_cuda_graph_replays_the_eager_bits(name, m, n, k, bs, dtype, with_bias, path):
+    """Capture records one event, at capture time; replays run the kernels without Python and
+    record nothing (docs/dispatch-models.md, "CUDA graphs")."""
+    a, b, s, g, bias = operands(m, n, k, bs, dtype, with_bias, seed=7)
+
+    def call():
+        return nvfp4_kernels.nvfp4_matmul(a, b, s, g, bs, bias)
+
+    eager = call()  # warm-up outside capture: library load, plan, the device copy of g
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with recording("capture") as rec:
+        with torch.cuda.graph(graph):
+            out = call()
+        captured = len(rec.events)
+        out.zero_()
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+    assert captured == 1 and len(rec.events) == 1 and rec.events[0].event.path == path
+    assert compare_bitwise(eager, out)
+    a.copy_(torch.flip(a, dims=[-1]))  # new inputs in the captured buffers: the replay follows them
+    graph.replay()
+    torch.cuda.synchronize()
+    assert compare_bitwise(call(), out)
