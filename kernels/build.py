@@ -34,6 +34,8 @@ LIBRARY_EXPORTS: tuple[str, ...] = (
     "nvfp4_launch_gemv",
     "nvfp4_gemv_splits",
     "nvfp4_launch_fp4_probe",
+    "nvfp4_launch_packed",
+    "nvfp4_launch_args_size",
     "nvfp4_error_string",
 )
 

@@ -43,8 +43,23 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
+    "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),
+    "nvfp4_launch_args_size": (ctypes.c_int, []),
     "nvfp4_error_string": (ctypes.c_char_p, [ctypes.c_int]),
 }
+
+
+class LaunchArgs(ctypes.Structure):
+    """``Nvfp4LaunchArgs`` of kernels/cuda/launch_args.h: one launcher's arguments in one struct,
+    so a launch is one ctypes call with two arguments instead of thirteen conversions."""
+
+    _fields_ = [("a", _P), ("packed", _P), ("scales", _P), ("g", _P), ("bias", _P), ("out", _P),
+                ("workspace", _P), ("stream", _P), ("n", _I64), ("k", _I64), ("m", _I32), ("block_size", _I32),
+                ("out_bf16", _I32), ("splits", _I32)]
+
+
+#: the ``kernel`` argument of nvfp4_launch_packed per path
+PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2}
 
 
 def load_library(path: str | None = None) -> ctypes.CDLL:
@@ -62,6 +77,9 @@ def load_library(path: str | None = None) -> ctypes.CDLL:
             fn = getattr(lib, name)
             fn.restype = restype
             fn.argtypes = argtypes
+        if lib.nvfp4_launch_args_size() != ctypes.sizeof(LaunchArgs):
+            raise RuntimeError(f"the kernel library's Nvfp4LaunchArgs is {lib.nvfp4_launch_args_size()} bytes, "
+                               f"cuda_backend.LaunchArgs {ctypes.sizeof(LaunchArgs)}: rebuild the library")
         _lib = lib
         return lib
 
@@ -273,6 +291,34 @@ def launch_gemv(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, 
                                            m, n, k, bf16, splits, stream)
     if err:
         _check(err, KERNEL_NAMES["gemv"])
+
+
+def launch_packed(path: str, args: LaunchArgs) -> None:
+    """Launch ``path``'s kernel with arguments already filled into ``args`` (the dispatcher's
+    fast path, which has checked them); raises on a CUDA error like the other launchers."""
+    lib = _lib if _lib is not None else load_library()
+    err = lib.nvfp4_launch_packed(PACKED_KERNEL[path], ctypes.addressof(args))
+    if err:
+        _check(err, KERNEL_NAMES[path])
+
+
+_workspaces: dict[tuple[int, int], Any] = {}
+
+
+def gemv_workspace(device_index: int, stream: int, floats: int) -> Any:
+    """A split-K workspace of at least ``floats`` fp32, kept per (device, stream) and reused:
+    calls on one stream run in order, so they cannot overlap. Inside a CUDA graph capture a
+    fresh one is allocated (from the graph's pool), so a replay never shares it."""
+    import torch
+
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(floats, dtype=torch.float32, device=torch.device("cuda", device_index))
+    key = (device_index, stream)
+    buf = _workspaces.get(key)
+    if buf is None or buf.numel() < floats:
+        buf = torch.empty(floats, dtype=torch.float32, device=torch.device("cuda", device_index))
+        _workspaces[key] = buf
+    return buf
 
 
 def fp4x2_to_halfraw2_table() -> np.ndarray:

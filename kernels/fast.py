@@ -1,15 +1,20 @@
 """The eager fast path for CUDA tensors: validate once per call signature, then only what can
 change between two calls with that signature.
 
-Why: a decode loop calls the operator with tensors of the same shapes, dtypes and devices over
-and over, and every microsecond of Python per call is a microsecond the GPU waits (a GEMV at
-M = 1 runs in about 30 us). Everything the full validation and the path selection derive from
-the signature (N, K, M, the path, the event's problem, the kernel's split count) is computed
-once by the full path's own functions and kept in a :class:`Plan`. A call then checks only
-what the signature cannot hold (contiguity, the addresses the alignment guards and kernels
-read, the global scale) and launches. Whatever does not fit (a misaligned view, a host global
-scale the plan did not see, a CPU tensor, an empty problem) returns :data:`MISS`, and the full
-path runs: it raises the same error as always or handles the case. The events carry exactly
+Why: a decode loop calls the operator with the same weight tensors and activations of the same
+shape over and over, and every microsecond of Python per call is a microsecond the GPU waits (a
+GEMV at M = 1 runs in about 30 us). Everything the full validation and the path selection derive
+from a signature (N, K, M, the path, the event's problem, the kernel's split count) is computed
+once, by the full path's own functions, and kept in a :class:`Plan`.
+
+A plan is found by the identity of the weight tensors (``B``, its scales, the global scale, the
+bias; held by weak references, so a plan never keeps a model's weights alive) and the shape and
+dtype of ``A``. A call then checks only what identity cannot vouch for: that the weights still
+sit at the addresses the plan was made for (so their alignment guards still hold), that every
+tensor is contiguous and on the plan's device, and ``A``'s address for the GEMV's 16-byte loads.
+It fills one preallocated argument struct and makes one ctypes call. Whatever does not fit (a
+misaligned view, another device, a CPU tensor, an empty problem) returns :data:`MISS`, and the
+full path runs: it raises the same error as always or handles the case. Events carry exactly
 what the full path's events carry.
 """
 
@@ -17,145 +22,166 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
 from nvfp4_harness.model import DeviceCaps, bus
-from nvfp4_kernels.model import Policy, Problem
+from nvfp4_kernels import cuda_backend, dispatch
+from nvfp4_kernels.model import Policy
 
 #: returned when a call does not fit the fast path
 MISS = object()
 #: ``NVFP4_FAST_PATH=0`` sends every call down the full path (for A/B checks of this module)
 ENABLED = os.environ.get("NVFP4_FAST_PATH", "1") != "0"
-#: plans (and device copies of host global scales) kept per process; a model has a handful of
-#: distinct layer shapes and one global scale per layer
-PLAN_LIMIT = 1024
+#: plans (and device copies of host global scales) kept per process; a model has a few layer
+#: shapes, one plan per layer and activation shape
+PLAN_LIMIT = 4096
 #: the largest finite fp32; host global scales at or beyond it take the full path
 FLT_MAX = float(np.finfo(np.float32).max)
 
 
 class Plan:
-    """What the full path decided for one call signature."""
+    """What the full path decided for one call signature, and the weights it was made for."""
 
-    __slots__ = ("problem", "caps", "policy", "selection", "path", "lead", "m", "n", "k", "block_size", "bf16",
-                 "splits", "device_index", "out_shape")
+    __slots__ = ("problem", "caps", "policy", "selection", "path", "m", "n", "k", "block_size", "bf16", "splits",
+                 "device_index", "out_shape", "reshape", "b_ref", "b_ptr", "scales_ref", "scales_ptr", "g_ref",
+                 "g_value", "g_ptr", "bias_ref", "bias_ptr", "__weakref__")
 
-    def __init__(self, problem: Problem, caps: DeviceCaps, policy: Policy, selection: Any, lead: tuple[int, ...],
-                 bf16: int, splits: int) -> None:
-        self.problem, self.caps, self.policy, self.selection = problem, caps, policy, selection
-        self.path = selection.path
-        self.lead = lead
+    def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
+                 g_ptr: int) -> None:
+        problem = prepared.problem
+        self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
+        self.path = prepared.selection.path
         self.m, self.n, self.k, self.block_size = problem.m, problem.n, problem.k, problem.block_size
-        self.bf16 = bf16
-        self.splits = splits
-        self.device_index = caps.index
-        self.out_shape = lead + (problem.n,)
+        self.bf16 = 1 if problem.dtype == "bfloat16" else 0
+        self.splits = cuda_backend.gemv_splits(problem.n, problem.k) if self.path == "gemv" else 0
+        self.device_index = prepared.caps.index
+        self.out_shape = prepared.lead + (problem.n,)
+        self.reshape = self.out_shape != (problem.m, problem.n)
+        self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()
+        self.scales_ref, self.scales_ptr = weakref.ref(scales), scales.data_ptr()
+        if type(g) is torch.Tensor:
+            self.g_ref, self.g_value = weakref.ref(g), None
+        else:
+            self.g_ref, self.g_value = None, g
+        self.g_ptr = g_ptr
+        self.bias_ref = None if bias is None else weakref.ref(bias)
+        self.bias_ptr = 0 if bias is None else bias.data_ptr()
 
 
-_plans: dict[tuple, Plan | object] = {}
+_plans: dict[tuple, Plan] = {}
 _plans_lock = threading.Lock()
 #: (device index, host global scale) -> the one-element fp32 device tensor the kernels read
 _scalars: dict[tuple[int, float], Any] = {}
+_local = threading.local()
+
+
+def _args() -> cuda_backend.LaunchArgs:
+    """This thread's launch-argument struct (one per thread: calls from several threads at
+    once each fill their own)."""
+    args = getattr(_local, "args", None)
+    if args is None:
+        args = _local.args = cuda_backend.LaunchArgs()
+    return args
 
 
 def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bias: Any, backend: str,
            policy: Policy | None) -> Any:
-    """``nvfp4_matmul`` for CUDA tensors whose signature has a plan; :data:`MISS` otherwise."""
-    tensor = torch.Tensor
-    if (not ENABLED or backend == "cpu" or not a.is_cuda or type(b) is not tensor or type(scales) is not tensor
-            or (bias is not None and type(bias) is not tensor) or type(block_size) is not int):
+    """``nvfp4_matmul`` for CUDA tensors; :data:`MISS` when the call needs the full path."""
+    if not ENABLED or backend == "cpu" or not a.is_cuda:
         return MISS
-    from nvfp4_kernels import dispatch
-
     if policy is None:
         policy = dispatch._policy.get()
-    b_aligned = b.data_ptr() % 4 == 0
-    key = (a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, scales.shape, scales.dtype, scales.device,
-           None if bias is None else (bias.shape, bias.dtype, bias.device), block_size, policy, backend, b_aligned)
+    key = (id(b), id(scales), id(g) if type(g) is torch.Tensor else g, id(bias), a.shape, a.dtype, block_size,
+           id(policy), backend)
     plan = _plans.get(key)
-    if plan is None:
-        plan = _build_matmul_plan(a, b, scales, g, block_size, bias, backend, policy)
+    if (plan is None or plan.b_ref() is not b or plan.scales_ref() is not scales or plan.policy is not policy
+            or (plan.g_ref is not None and plan.g_ref() is not g)
+            or (bias is not None and plan.bias_ref() is not bias)):
+        plan = _make_plan(torch, a, b, scales, g, block_size, bias, backend, policy)
+        if plan is None:
+            return MISS
         with _plans_lock:
             if len(_plans) >= PLAN_LIMIT:
                 _plans.clear()
             _plans[key] = plan
-    if plan is MISS:
+    index = plan.device_index
+    if (a.get_device() != index or b.data_ptr() != plan.b_ptr or scales.data_ptr() != plan.scales_ptr
+            or not (a.is_contiguous() and b.is_contiguous() and scales.is_contiguous())):
         return MISS
-    if not (a.is_contiguous() and b.is_contiguous() and scales.is_contiguous()
-            and (bias is None or bias.is_contiguous())):
+    if bias is not None and (bias.data_ptr() != plan.bias_ptr or not bias.is_contiguous()):
         return MISS
-    g_ptr = _global_scale_pointer(torch, g, plan)
-    if g_ptr is None:
-        return MISS
-    from nvfp4_kernels import cuda_backend
-
-    stream = cuda_backend.current_stream(plan.device_index)
+    g_ptr = plan.g_ptr if plan.g_ref is None else g.data_ptr()
+    stream = cuda_backend.current_stream(index)
     path = plan.path
+    args = _args()
+    args.packed, args.scales, args.g, args.stream = plan.b_ptr, plan.scales_ptr, g_ptr, stream
+    args.n, args.k, args.block_size, args.out_bf16 = plan.n, plan.k, plan.block_size, plan.bf16
     if path == "gemv":
-        if a.data_ptr() % 16 or b.data_ptr() % 16 or scales.data_ptr() % 2:
+        a_ptr = a.data_ptr()
+        if a_ptr % 16 or plan.b_ptr % 16 or plan.scales_ptr % 2:
             return MISS  # the full path launches on aligned copies
-        out = torch.empty((plan.m, plan.n), dtype=a.dtype, device=a.device)
-        cuda_backend.launch_gemv(a, b, scales, g_ptr, bias, out, plan.m, plan.n, plan.k, plan.bf16, plan.splits,
-                                 stream)
-        y = out.view(plan.out_shape)
+        out = a.new_empty((plan.m, plan.n))
+        args.a, args.bias, args.out, args.m, args.splits = a_ptr, plan.bias_ptr or None, out.data_ptr(), plan.m, \
+            plan.splits
+        args.workspace = (cuda_backend.gemv_workspace(index, stream, plan.splits * plan.m * plan.n).data_ptr()
+                          if plan.splits > 1 else None)
+        cuda_backend.launch_packed(path, args)
+        y = out.view(plan.out_shape) if plan.reshape else out
     else:
-        scratch = torch.empty((plan.n, plan.k), dtype=a.dtype, device=a.device)
-        cuda_backend.launch_dequant(path, b, scales, g_ptr, block_size, scratch, plan.n, plan.k, plan.bf16, stream)
+        scratch = a.new_empty((plan.n, plan.k))
+        args.out, args.splits = scratch.data_ptr(), 0
+        cuda_backend.launch_packed(path, args)
         with dispatch._fp32_reduction():
-            y = torch.matmul(a.view(plan.m, plan.k), scratch.t())
+            y = torch.matmul(a.view(plan.m, plan.k) if plan.reshape else a, scratch.t())
         if bias is not None:
             y = y + bias
-        y = y.view(plan.out_shape)
+        if plan.reshape:
+            y = y.view(plan.out_shape)
     if bus._listeners:
-        dispatch._announce("matmul", path, _problem_for(plan, b), plan.caps, plan.policy, plan.selection)
+        dispatch._announce("matmul", path, plan.problem, plan.caps, plan.policy, plan.selection)
     return y
 
 
-def _build_matmul_plan(a: Any, b: Any, scales: Any, g: Any, block_size: int, bias: Any, backend: str,
-                       policy: Policy) -> Plan | object:
-    """Run the full path's validation and selection for this signature (raising its errors)."""
-    from nvfp4_kernels import cuda_backend, dispatch
-
+def _make_plan(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bias: Any, backend: str,
+               policy: Policy) -> Plan | None:
+    """Run the full path's validation and selection for this call (raising its errors); None
+    when the call is not one the fast path serves."""
+    tensor = torch.Tensor
+    if type(b) is not tensor or type(scales) is not tensor or (bias is not None and type(bias) is not tensor):
+        return None
+    if type(block_size) is not int:
+        return None
     prepared = dispatch._prepare_matmul(a, b, scales, g, block_size, bias, backend, policy)
-    problem, caps, lead, selection = prepared.problem, prepared.caps, prepared.lead, prepared.selection
-    if selection is None or prepared.backend != "cuda" or caps.index is None:
-        return MISS  # a shortcut (empty problem), or not a CUDA call
-    if selection.path not in ("gemv", "prefill_vec8", "prefill_scalar"):
-        return MISS
-    splits = cuda_backend.gemv_splits(problem.n, problem.k) if selection.path == "gemv" else 1
-    return Plan(problem, caps, policy, selection, lead, 1 if problem.dtype == "bfloat16" else 0, splits)
+    selection = prepared.selection
+    if selection is None or prepared.backend != "cuda" or prepared.caps.index is None:
+        return None  # a shortcut (empty problem), or not a CUDA call
+    if selection.path not in cuda_backend.PACKED_KERNEL or not prepared.problem.aligned:
+        return None  # a path without a packed launcher, or an event whose detail names this call's addresses
+    g_ptr = _global_scale_pointer(torch, g, prepared.caps)
+    if g_ptr is None:
+        return None
+    return Plan(torch, prepared, policy, b, scales, g, bias, g_ptr)
 
 
-def _problem_for(plan: Plan, b: Any) -> Problem:
-    """The event's problem: the plan's, whose alignment detail names this call's addresses."""
-    problem = plan.problem
-    if problem.aligned:
-        return problem
-    from nvfp4_kernels import dispatch
-
-    aligned, why = dispatch._alignment(b, None)
-    return Problem(problem.op, problem.m, problem.n, problem.k, problem.block_size, problem.dtype, problem.backend,
-                   aligned, why)
-
-
-def _global_scale_pointer(torch: Any, g: Any, plan: Plan) -> int | None:
-    """The device address the kernels read the global scale from, or None to take the full path."""
+def _global_scale_pointer(torch: Any, g: Any, caps: DeviceCaps) -> int | None:
+    """The device address the kernels read the global scale from, or None for the full path."""
     kind = type(g)
     if kind is float or kind is int or kind is np.float32:
         value = float(g)
         if not abs(value) < FLT_MAX:
             return None  # NaN, inf, or beyond fp32: the full path raises the helpful error
-        key = (plan.device_index, value)
+        key = (caps.index, value)
         scalar = _scalars.get(key)
         if scalar is None:
-            from nvfp4_kernels import dispatch
-
-            scalar = dispatch._device_global_scale(value, torch.device("cuda", plan.device_index))
+            scalar = dispatch._device_global_scale(value, torch.device("cuda", caps.index))
             if len(_scalars) >= PLAN_LIMIT:
                 _scalars.clear()
             _scalars[key] = scalar
         return scalar.data_ptr()
     if kind is torch.Tensor and g.is_cuda and g.dtype is torch.float32 and g.numel() == 1 \
-            and g.device.index == plan.device_index:
-        return g.data_ptr()
+            and g.device.index == caps.index:
+        return 0  # read per call from the tensor itself
     return None
+

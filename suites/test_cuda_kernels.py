@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import nvfp4_kernels  # noqa: E402
 from nvfp4_kernels import cuda_backend, dispatch, reference  # noqa: E402
 from nvfp4_kernels.nvfp4 import E2M1_TABLE  # noqa: E402
 
@@ -121,11 +122,11 @@ def test_misaligned_views_go_scalar_and_are_correct(backend_ready, dtype: str) -
     packed_view = _dev(big).reshape(-1)[1:1 + n * k // 2].view(n, k // 2)
     assert packed_view.data_ptr() % 4 != 0
     events = []
-    listener = dispatch.add_listener(events.append)
+    listener = nvfp4_kernels.add_listener(events.append)
     try:
         out = dispatch.dequantize(packed_view, _dev(scales), np.float32(0.25), 16, dtype)
     finally:
-        dispatch.remove_listener(listener)
+        nvfp4_kernels.remove_listener(listener)
     assert events[-1].path == "prefill_scalar" and "misaligned" in events[-1].reason
     want = reference.dequantize_scalar(packed_view.cpu().numpy(), scales, np.float32(0.25), 16, dtype)
     assert np.array_equal(_bits(out), want.view(np.uint16))

@@ -1,0 +1,33 @@
+// One struct for every launcher's arguments, so the Python side can fill a preallocated ctypes
+// Structure and pass one pointer: a ctypes call converting 13 arguments costs several
+// microseconds, a decode-sized kernel runs in a few tens. Field order and types must match
+// nvfp4_kernels/cuda_backend.py (LaunchArgs); nvfp4_launch_args_size() lets it check.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+
+struct Nvfp4LaunchArgs {
+  const void* a;        // activations [m, k] (GEMV only)
+  const void* packed;   // [n, k/2] packed E2M1 codes
+  const void* scales;   // [n, ceil(k/block_size)] E4M3 bytes
+  const void* g;        // one fp32 global scale in device memory
+  const void* bias;     // [n] or null (GEMV only)
+  void* out;            // GEMV: [m, n]; dequant: [n, k]
+  float* workspace;     // GEMV split-K partials, splits * m * n floats (or null)
+  cudaStream_t stream;
+  int64_t n;
+  int64_t k;
+  int32_t m;
+  int32_t block_size;
+  int32_t out_bf16;
+  int32_t splits;       // GEMV: K splits; dequant vec8: chunks per thread (0 = automatic)
+};
+
+// 0: the GEMV, 1: vec8 dequant, 2: scalar dequant.
+int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* args);
+int nvfp4_launch_args_size(void);
+
+}  // extern "C"

@@ -1,0 +1,35 @@
+// nvfp4_launch_packed: the launchers of gemv.cu and dequant.cu behind one entry that takes
+// its arguments as a struct (launch_args.h), for the dispatcher's eager fast path.
+#include "launch_args.h"
+
+extern "C" {
+
+int nvfp4_launch_gemv(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                      void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
+                      int32_t splits, cudaStream_t stream);
+int nvfp4_launch_dequant_vec8(const void* packed, const void* scales, const void* g, void* out, int64_t n,
+                              int64_t k, int32_t block_size, int32_t out_bf16, int32_t chunks_per_thread,
+                              cudaStream_t stream);
+int nvfp4_launch_dequant_scalar(const void* packed, const void* scales, const void* g, void* out, int64_t n,
+                                int64_t k, int32_t block_size, int32_t out_bf16, cudaStream_t stream);
+
+int nvfp4_launch_args_size(void) { return static_cast<int>(sizeof(Nvfp4LaunchArgs)); }
+
+int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* p) {
+  if (p == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  switch (kernel) {
+    case 0:
+      return nvfp4_launch_gemv(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->m, p->n,
+                               p->k, p->out_bf16, p->splits, p->stream);
+    case 1:
+      return nvfp4_launch_dequant_vec8(p->packed, p->scales, p->g, p->out, p->n, p->k, p->block_size,
+                                       p->out_bf16, p->splits, p->stream);
+    case 2:
+      return nvfp4_launch_dequant_scalar(p->packed, p->scales, p->g, p->out, p->n, p->k, p->block_size,
+                                         p->out_bf16, p->stream);
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
+}  // extern "C"
