@@ -60,6 +60,17 @@ class LaunchArgs(ctypes.Structure):
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
 PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2}
+#: LaunchArgs seen as 12 uint64 words (the fast path writes the per-call ones by index, which
+#: costs a tenth of a Structure field write): pointers at 0..7, n, k, then two words that each
+#: hold two int32 fields, low half first (little-endian, as on every CUDA host)
+ARG_WORDS = 12
+ARG_A, ARG_PACKED, ARG_SCALES, ARG_G, ARG_BIAS, ARG_OUT, ARG_WORKSPACE, ARG_STREAM, ARG_N, ARG_K = range(10)
+ARG_M_BLOCK, ARG_BF16_SPLITS = 10, 11
+
+
+def pack_int32_pair(low: int, high: int) -> int:
+    """Two int32 fields of LaunchArgs as the one uint64 word that holds them."""
+    return (low & 0xFFFFFFFF) | ((high & 0xFFFFFFFF) << 32)
 
 
 def load_library(path: str | None = None) -> ctypes.CDLL:
@@ -77,7 +88,7 @@ def load_library(path: str | None = None) -> ctypes.CDLL:
             fn = getattr(lib, name)
             fn.restype = restype
             fn.argtypes = argtypes
-        if lib.nvfp4_launch_args_size() != ctypes.sizeof(LaunchArgs):
+        if lib.nvfp4_launch_args_size() != ctypes.sizeof(LaunchArgs) or ctypes.sizeof(LaunchArgs) != 8 * ARG_WORDS:
             raise RuntimeError(f"the kernel library's Nvfp4LaunchArgs is {lib.nvfp4_launch_args_size()} bytes, "
                                f"cuda_backend.LaunchArgs {ctypes.sizeof(LaunchArgs)}: rebuild the library")
         _lib = lib
@@ -293,12 +304,13 @@ def launch_gemv(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, 
         _check(err, KERNEL_NAMES["gemv"])
 
 
-def launch_packed(path: str, args: LaunchArgs) -> None:
-    """Launch ``path``'s kernel with arguments already filled into ``args`` (the dispatcher's
-    fast path, which has checked them); raises on a CUDA error like the other launchers."""
+def launch_packed(kernel: int, address: int) -> None:
+    """Launch kernel ``kernel`` (:data:`PACKED_KERNEL`) with the LaunchArgs at ``address``,
+    already filled and checked by the dispatcher's fast path; raises on a CUDA error."""
     lib = _lib if _lib is not None else load_library()
-    err = lib.nvfp4_launch_packed(PACKED_KERNEL[path], ctypes.addressof(args))
+    err = lib.nvfp4_launch_packed(kernel, address)
     if err:
+        path = next(p for p, i in PACKED_KERNEL.items() if i == kernel)
         _check(err, KERNEL_NAMES[path])
 
 

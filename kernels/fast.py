@@ -20,6 +20,7 @@ what the full path's events carry.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import weakref
@@ -39,20 +40,24 @@ ENABLED = os.environ.get("NVFP4_FAST_PATH", "1") != "0"
 PLAN_LIMIT = 4096
 #: the largest finite fp32; host global scales at or beyond it take the full path
 FLT_MAX = float(np.finfo(np.float32).max)
+#: the argument words a call writes (module constants: cheaper than attribute lookups per call)
+_A, _G, _OUT, _WORKSPACE, _STREAM = (cuda_backend.ARG_A, cuda_backend.ARG_G, cuda_backend.ARG_OUT,
+                                     cuda_backend.ARG_WORKSPACE, cuda_backend.ARG_STREAM)
 
 
 class Plan:
     """What the full path decided for one call signature, and the weights it was made for."""
 
-    __slots__ = ("problem", "caps", "policy", "selection", "path", "m", "n", "k", "block_size", "bf16", "splits",
-                 "device_index", "out_shape", "reshape", "b_ref", "b_ptr", "scales_ref", "scales_ptr", "g_ref",
-                 "g_value", "g_ptr", "bias_ref", "bias_ptr", "__weakref__")
+    __slots__ = ("problem", "caps", "policy", "selection", "path", "kernel", "m", "n", "k", "block_size", "bf16",
+                 "splits", "device_index", "out_shape", "reshape", "b_ref", "b_ptr", "scales_ref", "scales_ptr",
+                 "g_ref", "g_ptr", "bias_ref", "bias_ptr", "template", "per_thread", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
         problem = prepared.problem
         self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
         self.path = prepared.selection.path
+        self.kernel = cuda_backend.PACKED_KERNEL[self.path]
         self.m, self.n, self.k, self.block_size = problem.m, problem.n, problem.k, problem.block_size
         self.bf16 = 1 if problem.dtype == "bfloat16" else 0
         self.splits = cuda_backend.gemv_splits(problem.n, problem.k) if self.path == "gemv" else 0
@@ -61,29 +66,36 @@ class Plan:
         self.reshape = self.out_shape != (problem.m, problem.n)
         self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()
         self.scales_ref, self.scales_ptr = weakref.ref(scales), scales.data_ptr()
-        if type(g) is torch.Tensor:
-            self.g_ref, self.g_value = weakref.ref(g), None
-        else:
-            self.g_ref, self.g_value = None, g
+        self.g_ref = weakref.ref(g) if type(g) is torch.Tensor else None
         self.g_ptr = g_ptr
         self.bias_ref = None if bias is None else weakref.ref(bias)
         self.bias_ptr = 0 if bias is None else bias.data_ptr()
+        # the launch arguments that are the same for every call of the plan
+        words = [0] * cuda_backend.ARG_WORDS
+        words[cuda_backend.ARG_PACKED], words[cuda_backend.ARG_SCALES] = self.b_ptr, self.scales_ptr
+        words[cuda_backend.ARG_G], words[cuda_backend.ARG_BIAS] = g_ptr, self.bias_ptr
+        words[cuda_backend.ARG_N], words[cuda_backend.ARG_K] = self.n, self.k
+        words[cuda_backend.ARG_M_BLOCK] = cuda_backend.pack_int32_pair(self.m, self.block_size)
+        words[cuda_backend.ARG_BF16_SPLITS] = cuda_backend.pack_int32_pair(self.bf16, self.splits)
+        self.template = words
+        #: thread id -> (its argument words, their address): calls from several threads at once
+        #: each fill their own
+        self.per_thread: dict[int, tuple[Any, int]] = {}
+
+    def args(self) -> tuple[Any, int]:
+        """This thread's argument words (prefilled from the template) and their address."""
+        ident = threading.get_ident()
+        found = self.per_thread.get(ident)
+        if found is None:
+            words = (ctypes.c_uint64 * cuda_backend.ARG_WORDS)(*self.template)
+            found = self.per_thread[ident] = (words, ctypes.addressof(words))
+        return found
 
 
 _plans: dict[tuple, Plan] = {}
 _plans_lock = threading.Lock()
 #: (device index, host global scale) -> the one-element fp32 device tensor the kernels read
 _scalars: dict[tuple[int, float], Any] = {}
-_local = threading.local()
-
-
-def _args() -> cuda_backend.LaunchArgs:
-    """This thread's launch-argument struct (one per thread: calls from several threads at
-    once each fill their own)."""
-    args = getattr(_local, "args", None)
-    if args is None:
-        args = _local.args = cuda_backend.LaunchArgs()
-    return args
 
 
 def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bias: Any, backend: str,
@@ -112,27 +124,25 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
         return MISS
     if bias is not None and (bias.data_ptr() != plan.bias_ptr or not bias.is_contiguous()):
         return MISS
-    g_ptr = plan.g_ptr if plan.g_ref is None else g.data_ptr()
-    stream = cuda_backend.current_stream(index)
+    words, address = plan.args()
+    words[_STREAM] = stream = cuda_backend.current_stream(index)
+    if plan.g_ref is not None:
+        words[_G] = g.data_ptr()  # a device global scale is read where it lies now
     path = plan.path
-    args = _args()
-    args.packed, args.scales, args.g, args.stream = plan.b_ptr, plan.scales_ptr, g_ptr, stream
-    args.n, args.k, args.block_size, args.out_bf16 = plan.n, plan.k, plan.block_size, plan.bf16
     if path == "gemv":
         a_ptr = a.data_ptr()
         if a_ptr % 16 or plan.b_ptr % 16 or plan.scales_ptr % 2:
             return MISS  # the full path launches on aligned copies
         out = a.new_empty((plan.m, plan.n))
-        args.a, args.bias, args.out, args.m, args.splits = a_ptr, plan.bias_ptr or None, out.data_ptr(), plan.m, \
-            plan.splits
-        args.workspace = (cuda_backend.gemv_workspace(index, stream, plan.splits * plan.m * plan.n).data_ptr()
-                          if plan.splits > 1 else None)
-        cuda_backend.launch_packed(path, args)
+        words[_A], words[_OUT] = a_ptr, out.data_ptr()
+        if plan.splits > 1:
+            words[_WORKSPACE] = cuda_backend.gemv_workspace(index, stream, plan.splits * plan.m * plan.n).data_ptr()
+        cuda_backend.launch_packed(plan.kernel, address)
         y = out.view(plan.out_shape) if plan.reshape else out
     else:
         scratch = a.new_empty((plan.n, plan.k))
-        args.out, args.splits = scratch.data_ptr(), 0
-        cuda_backend.launch_packed(path, args)
+        words[_OUT] = scratch.data_ptr()
+        cuda_backend.launch_packed(plan.kernel, address)
         with dispatch._fp32_reduction():
             y = torch.matmul(a.view(plan.m, plan.k) if plan.reshape else a, scratch.t())
         if bias is not None:

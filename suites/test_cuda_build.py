@@ -120,3 +120,29 @@ class _PathWithoutDefaultToolkit(type(Path())):
 
     def is_file(self) -> bool:  # type: ignore[override]
         return False if str(self).startswith("/usr/local/cuda") else super().is_file()
+
+
+def test_launch_args_words_match_the_struct_layout() -> None:
+    """The fast path writes LaunchArgs as 12 uint64 words by index; the bytes must equal the
+    ctypes Structure's (whose size the library checks against launch_args.h at load)."""
+    import ctypes
+    import random
+
+    from nvfp4_kernels import cuda_backend as cb
+
+    rng = random.Random(3)
+    values = {name: rng.getrandbits(47) * 8 for name in ("a", "packed", "scales", "g", "bias", "out", "workspace",
+                                                          "stream")}
+    ints = {"n": rng.getrandbits(40), "k": rng.getrandbits(40), "m": 255, "block_size": 16, "out_bf16": 1,
+            "splits": 7}
+    struct = cb.LaunchArgs(**values, **ints)
+    words = (ctypes.c_uint64 * cb.ARG_WORDS)()
+    for name, index in (("a", cb.ARG_A), ("packed", cb.ARG_PACKED), ("scales", cb.ARG_SCALES), ("g", cb.ARG_G),
+                        ("bias", cb.ARG_BIAS), ("out", cb.ARG_OUT), ("workspace", cb.ARG_WORKSPACE),
+                        ("stream", cb.ARG_STREAM)):
+        words[index] = values[name]
+    words[cb.ARG_N], words[cb.ARG_K] = ints["n"], ints["k"]
+    words[cb.ARG_M_BLOCK] = cb.pack_int32_pair(ints["m"], ints["block_size"])
+    words[cb.ARG_BF16_SPLITS] = cb.pack_int32_pair(ints["out_bf16"], ints["splits"])
+    assert ctypes.sizeof(struct) == ctypes.sizeof(words) == 8 * cb.ARG_WORDS
+    assert bytes(struct) == bytes(words)
