@@ -129,18 +129,26 @@ def _stream(tensor: Any) -> int:
 
 
 def current_stream(device_index: int | None) -> int:
-    """The raw ``cudaStream_t`` of torch's current stream on a device.
+    """The raw ``cudaStream_t`` of torch's current stream on a device."""
+    import torch
 
-    torch's own accessor for it takes ~0.1 us against ~2 us for ``torch.cuda.current_stream()``
+    index = torch.cuda.current_device() if device_index is None else device_index
+    return int(raw_stream_getter()(index))
+
+
+@functools.lru_cache(maxsize=1)
+def raw_stream_getter() -> Any:
+    """A function device index -> raw ``cudaStream_t`` of torch's current stream there.
+
+    torch's own accessor takes ~0.1 us against ~2 us for ``torch.cuda.current_stream()``
     (which builds a Stream object per call); the public one is the fallback.
     """
     import torch
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    index = torch.cuda.current_device() if device_index is None else device_index
     if raw is not None:
-        return int(raw(index))
-    return int(torch.cuda.current_stream(index).cuda_stream)
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
 
 
 def _require_cuda(name: str, t: Any, device: Any) -> None:
@@ -304,14 +312,17 @@ def launch_gemv(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, 
         _check(err, KERNEL_NAMES["gemv"])
 
 
-def launch_packed(kernel: int, address: int) -> None:
-    """Launch kernel ``kernel`` (:data:`PACKED_KERNEL`) with the LaunchArgs at ``address``,
-    already filled and checked by the dispatcher's fast path; raises on a CUDA error."""
-    lib = _lib if _lib is not None else load_library()
-    err = lib.nvfp4_launch_packed(kernel, address)
-    if err:
-        path = next(p for p, i in PACKED_KERNEL.items() if i == kernel)
-        _check(err, KERNEL_NAMES[path])
+def packed_launcher() -> Any:
+    """``nvfp4_launch_packed(kernel, address) -> cudaError_t`` of the loaded library: the
+    dispatcher's fast path calls it directly (:data:`PACKED_KERNEL`, LaunchArgs filled and
+    checked) and passes a non-zero result to :func:`raise_launch_error`."""
+    return (_lib if _lib is not None else load_library()).nvfp4_launch_packed
+
+
+def raise_launch_error(err: int, kernel: int) -> None:
+    """The RuntimeError of a failed packed launch, naming the kernel and CUDA's error string."""
+    path = next(p for p, i in PACKED_KERNEL.items() if i == kernel)
+    _check(err, KERNEL_NAMES[path])
 
 
 _workspaces: dict[tuple[int, int], Any] = {}

@@ -50,7 +50,8 @@ class Plan:
 
     __slots__ = ("problem", "caps", "policy", "selection", "path", "kernel", "m", "n", "k", "block_size", "bf16",
                  "splits", "device_index", "out_shape", "reshape", "b_ref", "b_ptr", "scales_ref", "scales_ptr",
-                 "g_ref", "g_ptr", "bias_ref", "bias_ptr", "template", "per_thread", "__weakref__")
+                 "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template", "per_thread", "launch",
+                 "stream_of", "a_dtype", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
@@ -58,6 +59,9 @@ class Plan:
         self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
         self.path = prepared.selection.path
         self.kernel = cuda_backend.PACKED_KERNEL[self.path]
+        self.launch = cuda_backend.packed_launcher()
+        self.stream_of = cuda_backend.raw_stream_getter()
+        self.a_dtype = getattr(torch, problem.dtype)
         self.m, self.n, self.k, self.block_size = problem.m, problem.n, problem.k, problem.block_size
         self.bf16 = 1 if problem.dtype == "bfloat16" else 0
         self.splits = cuda_backend.gemv_splits(problem.n, problem.k) if self.path == "gemv" else 0
@@ -67,6 +71,7 @@ class Plan:
         self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()
         self.scales_ref, self.scales_ptr = weakref.ref(scales), scales.data_ptr()
         self.g_ref = weakref.ref(g) if type(g) is torch.Tensor else None
+        self.g_value = None if self.g_ref is not None else g
         self.g_ptr = g_ptr
         self.bias_ref = None if bias is None else weakref.ref(bias)
         self.bias_ptr = 0 if bias is None else bias.data_ptr()
@@ -105,12 +110,13 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
         return MISS
     if policy is None:
         policy = dispatch._policy.get()
-    key = (id(b), id(scales), id(g) if type(g) is torch.Tensor else g, id(bias), a.shape, a.dtype, block_size,
-           id(policy), backend)
+    key = (id(b), a.shape)
     plan = _plans.get(key)
     if (plan is None or plan.b_ref() is not b or plan.scales_ref() is not scales or plan.policy is not policy
-            or (plan.g_ref is not None and plan.g_ref() is not g)
-            or (bias is not None and plan.bias_ref() is not bias)):
+            or plan.block_size != block_size or a.dtype is not plan.a_dtype
+            or (plan.g_ref() is not g if plan.g_ref is not None
+                else type(g) is not type(plan.g_value) or g != plan.g_value)
+            or (plan.bias_ref() is not bias if plan.bias_ref is not None else bias is not None)):
         plan = _make_plan(torch, a, b, scales, g, block_size, bias, backend, policy)
         if plan is None:
             return MISS
@@ -125,7 +131,7 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
     if bias is not None and (bias.data_ptr() != plan.bias_ptr or not bias.is_contiguous()):
         return MISS
     words, address = plan.args()
-    words[_STREAM] = stream = cuda_backend.current_stream(index)
+    words[_STREAM] = stream = plan.stream_of(index)
     if plan.g_ref is not None:
         words[_G] = g.data_ptr()  # a device global scale is read where it lies now
     path = plan.path
@@ -137,12 +143,16 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
         words[_A], words[_OUT] = a_ptr, out.data_ptr()
         if plan.splits > 1:
             words[_WORKSPACE] = cuda_backend.gemv_workspace(index, stream, plan.splits * plan.m * plan.n).data_ptr()
-        cuda_backend.launch_packed(plan.kernel, address)
+        err = plan.launch(plan.kernel, address)
+        if err:
+            cuda_backend.raise_launch_error(err, plan.kernel)
         y = out.view(plan.out_shape) if plan.reshape else out
     else:
         scratch = a.new_empty((plan.n, plan.k))
         words[_OUT] = scratch.data_ptr()
-        cuda_backend.launch_packed(plan.kernel, address)
+        err = plan.launch(plan.kernel, address)
+        if err:
+            cuda_backend.raise_launch_error(err, plan.kernel)
         with dispatch._fp32_reduction():
             y = torch.matmul(a.view(plan.m, plan.k) if plan.reshape else a, scratch.t())
         if bias is not None:

@@ -22,7 +22,7 @@ CALLS = 2000
 
 
 def main() -> None:
-    m, n, k = (int(x) for x in (sys.argv[1:4] or (1, 17408, 5120)))
+    m, n, k = (int(x) for x in ([s for s in sys.argv[1:] if s.isdigit()][:3] or (1, 17408, 5120)))
     rng = np.random.default_rng(0)
     packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
     scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
@@ -49,3 +49,26 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def allocation_costs() -> None:
+    """Microseconds per output allocation, by the ways torch offers (for the fast path's choice)."""
+    a = torch.randn(1, 5120, dtype=torch.bfloat16, device="cuda")
+    device = a.device
+    variants = {
+        "a.new_empty((1, 17408))": lambda: a.new_empty((1, 17408)),
+        "torch.empty((1, 17408), dtype=, device=)": lambda: torch.empty((1, 17408), dtype=torch.bfloat16,
+                                                                         device=device),
+        "torch.empty_like(view) (same shape)": lambda: torch.empty_like(a),
+    }
+    for name, fn in variants.items():
+        for _ in range(100):
+            fn()
+        t0 = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        print(f"{1e6 * (time.perf_counter() - t0) / CALLS:6.2f} us  {name}")
+
+
+if __name__ == "__main__" and "--alloc" in sys.argv:
+    allocation_costs()
