@@ -1,6 +1,6 @@
 """Where an eager call's host time goes: cProfile over a loop of calls (GPU machine).
 
-    python scripts/host_profile.py [M] [N] [K]      # default 1 17408 5120
+    python scripts/host_profile.py [M] [N] [K] [--alloc]     # default 1 17408 5120
 
 Prints the functions with the largest own time per call; used to find what the dispatcher
 still does per call that could be done once (see nvfp4_kernels.fast).
@@ -47,9 +47,6 @@ def main() -> None:
     stats.sort_stats("tottime").print_stats(18)
 
 
-if __name__ == "__main__":
-    main()
-
 
 def allocation_costs() -> None:
     """Microseconds per output allocation, by the ways torch offers (for the fast path's choice)."""
@@ -70,5 +67,7 @@ def allocation_costs() -> None:
         print(f"{1e6 * (time.perf_counter() - t0) / CALLS:6.2f} us  {name}")
 
 
-if __name__ == "__main__" and "--alloc" in sys.argv:
-    allocation_costs()
+if __name__ == "__main__":
+    main()
+    if "--alloc" in sys.argv:
+        allocation_costs()
