@@ -14,9 +14,8 @@ import sys
 import time
 
 import numpy as np
-import torch
-
 import nvfp4_kernels
+import torch
 
 CALLS = 2000
 
