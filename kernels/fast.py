@@ -24,6 +24,7 @@ import ctypes
 import os
 import threading
 import weakref
+from threading import get_ident
 from typing import Any
 
 import numpy as np
@@ -89,11 +90,8 @@ class Plan:
 
     def args(self) -> tuple[Any, int]:
         """This thread's argument words (prefilled from the template) and their address."""
-        ident = threading.get_ident()
-        found = self.per_thread.get(ident)
-        if found is None:
-            words = (ctypes.c_uint64 * cuda_backend.ARG_WORDS)(*self.template)
-            found = self.per_thread[ident] = (words, ctypes.addressof(words))
+        words = (ctypes.c_uint64 * cuda_backend.ARG_WORDS)(*self.template)
+        found = self.per_thread[get_ident()] = (words, ctypes.addressof(words))
         return found
 
 
@@ -126,11 +124,10 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
             _plans[key] = plan
     index = plan.device_index
     if (a.get_device() != index or b.data_ptr() != plan.b_ptr or scales.data_ptr() != plan.scales_ptr
-            or not (a.is_contiguous() and b.is_contiguous() and scales.is_contiguous())):
+            or not (a.is_contiguous() and b.is_contiguous() and scales.is_contiguous())
+            or (bias is not None and (bias.data_ptr() != plan.bias_ptr or not bias.is_contiguous()))):
         return MISS
-    if bias is not None and (bias.data_ptr() != plan.bias_ptr or not bias.is_contiguous()):
-        return MISS
-    words, address = plan.args()
+    words, address = plan.per_thread.get(get_ident()) or plan.args()
     words[_STREAM] = stream = plan.stream_of(index)
     if plan.g_ref is not None:
         words[_G] = g.data_ptr()  # a device global scale is read where it lies now
