@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -30,6 +31,10 @@ from nvfp4_kernels import fast, reference
 from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
 
 BACKENDS = ("auto", "cpu", "cuda")
+#: the largest block size the kernels take (they index blocks with 32-bit integers)
+MAX_BLOCK_SIZE = 2**31 - 1
+#: the largest finite fp32, the range of the global scale
+FLT_MAX = float(np.finfo(np.float32).max)
 CPU = DeviceCaps.cpu()
 #: what each path runs: reference functions on the CPU, kernel functions on CUDA
 _CPU_KERNELS = {
@@ -47,22 +52,61 @@ _CUDA_KERNELS = {
     ("dequantize", "prefill_scalar"): ("nvfp4_dequant_scalar_kernel",),
 }
 
-_policy: ContextVar[Policy] = ContextVar("nvfp4_policy", default=DEFAULT_POLICY)  # noqa: B039 (frozen)
+#: the policy of the innermost ``policy_scope`` of this context (None: no scope in this context)
+_policy: ContextVar[Policy | None] = ContextVar("nvfp4_policy", default=None)
+#: the policies of the scopes open in any thread, innermost last: what a call in a thread that
+#: has no scope of its own (a worker started inside a scope) is governed by
+_process_scopes: list[Policy] = []
+_scopes_lock = threading.Lock()
 
 
 def current_policy() -> Policy:
-    """The policy used by calls that pass ``policy=None``."""
-    return _policy.get()
+    """The policy used by calls that pass ``policy=None``.
+
+    The innermost :func:`policy_scope` of the calling context, else the innermost scope open in
+    any thread of the process (so calls from a ``Thread`` or ``ThreadPoolExecutor`` started
+    inside a scope take its forced path too), else the default policy.
+    """
+    policy = _policy.get()
+    if policy is not None:
+        return policy
+    scopes = _process_scopes
+    return scopes[-1] if scopes else DEFAULT_POLICY
 
 
 @contextmanager
 def policy_scope(policy: Policy) -> Iterator[Policy]:
-    """Make ``policy`` the default for calls inside the block (e.g. force a path for a model)."""
+    """Make ``policy`` the default for calls inside the block (e.g. force a path for A/B runs).
+
+    It governs every call that passes no ``policy=``: calls in this context, and calls from
+    threads that have no scope of their own while the block is open (a thread pool the block
+    uses). Scopes nest; a thread's own scope wins over another thread's.
+    """
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy_scope expects a Policy, got {type(policy).__name__}; "
+                        f"write policy_scope(Policy(force_path=...))")
     token = _policy.set(policy)
+    with _scopes_lock:
+        _process_scopes.append(policy)
     try:
         yield policy
     finally:
         _policy.reset(token)
+        with _scopes_lock:
+            for i in range(len(_process_scopes) - 1, -1, -1):
+                if _process_scopes[i] is policy:
+                    del _process_scopes[i]
+                    break
+
+
+def _checked_policy(policy: Any) -> Policy:
+    """``policy`` if it is a Policy, the current one for None; TypeError otherwise."""
+    if policy is None:
+        return current_policy()
+    if not isinstance(policy, Policy):
+        hint = " (write Policy(**{...}))" if isinstance(policy, dict) else ""
+        raise TypeError(f"policy must be a nvfp4_kernels.Policy or None, got {type(policy).__name__}{hint}")
+    return policy
 
 
 def _announce(op: str, path: str, problem: Problem, caps: DeviceCaps, policy: Policy, selection: Any) -> None:
@@ -127,11 +171,25 @@ def _numpy_to_torch(x: np.ndarray, device: Any) -> Any:
     return torch.from_numpy(np.ascontiguousarray(x)).to(device)
 
 
+def _output_dtype(dtype: Any) -> str:
+    """'float16' or 'bfloat16' from a name, a numpy / ml_dtypes type or a torch dtype."""
+    if type(dtype).__module__.startswith("torch"):
+        dtype = str(dtype).replace("torch.", "")
+    try:
+        return reference.dtype_name(dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"dtype must be float16 or bfloat16 (a name, a numpy/ml_dtypes type or a torch dtype), "
+                         f"got {dtype!r}") from exc
+
+
 def _check_array(name: str, x: Any, want: str, fix: str) -> None:
     if not (_is_torch(x) or isinstance(x, np.ndarray)):
         raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
     if _dtype_of(x) not in want.split("|"):
         raise TypeError(f"{name} must have dtype {want.replace('|', ' or ')}, got {_dtype_of(x)}; {fix}")
+    if isinstance(x, np.ndarray) and not x.dtype.isnative:
+        raise TypeError(f"{name} has byte order {x.dtype.byteorder!r}; pass it in this machine's byte order: "
+                        f"{name}.astype({name}.dtype.newbyteorder('='))")
     if not _is_contiguous(x):
         raise ValueError(f"{name} must be contiguous (row-major); pass {name}.contiguous() "
                          f"(torch) or np.ascontiguousarray({name}) (numpy)")
@@ -154,7 +212,18 @@ def _global_scale_host(g: Any) -> float | None:
     if isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, float, np.floating, np.integer)):
         raise TypeError(f"weight_scale_2 must be a float or a one-element float32 array/tensor, "
                         f"got {type(g).__name__}")
-    return float(np.float32(g))
+    value = float(g)
+    if math.isfinite(value) and not math.isfinite(_to_fp32(value)):
+        raise ValueError(f"weight_scale_2 = {value!r} is beyond the float32 range (largest finite "
+                         f"{FLT_MAX:.7g}), where the global scale is stored; the global scale of a quantized "
+                         f"tensor is amax / (448 * 6)")
+    return _to_fp32(value)
+
+
+def _to_fp32(value: float) -> float:
+    """``value`` rounded to float32 (to nearest; beyond the range it becomes inf), as a float."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
 
 
 def _validate_weights(b: Any, weight_scale: Any, weight_scale_2: Any, block_size: Any) -> tuple[int, int]:
@@ -162,6 +231,9 @@ def _validate_weights(b: Any, weight_scale: Any, weight_scale_2: Any, block_size
         raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
     if block_size <= 0:
         raise ValueError(f"block_size must be a positive integer, got {block_size}")
+    if block_size > MAX_BLOCK_SIZE:
+        raise ValueError(f"block_size must be at most {MAX_BLOCK_SIZE} (the kernels index blocks with 32-bit "
+                         f"integers; any block_size >= K is one block per row), got {block_size}")
     _check_array("B", b, "uint8", "B holds two packed E2M1 codes per byte (use nvfp4_kernels.nvfp4.pack_codes)")
     if len(b.shape) != 2:
         raise ValueError(f"B must be 2-D [N, K/2], got shape {tuple(b.shape)}")
@@ -243,14 +315,16 @@ def dequantize(
     to the scalar kernel. numpy in, numpy out; torch in, torch out.
     """
     n, k = _validate_weights(b, weight_scale, weight_scale_2, block_size)
-    dtype = reference.dtype_name(dtype)
+    dtype = _output_dtype(dtype)
     if out is not None:
         _check_array("out", out, dtype, f"out must match dtype={dtype!r}")
+        if isinstance(out, np.ndarray) and not out.flags.writeable:
+            raise ValueError("out is a read-only array; pass a writable one (np.empty((N, K), dtype)) or none")
         if tuple(out.shape) != (n, k):
             raise ValueError(f"out must have shape [N, K] = {[n, k]}, got {list(out.shape)}")
     backend = _resolve_backend(backend, [b, weight_scale, weight_scale_2, out])
     caps, device = _caps_for(backend, [b, weight_scale, weight_scale_2, out])
-    policy = policy or current_policy()
+    policy = _checked_policy(policy)
     aligned, why = _alignment(b, out)
     problem = Problem("dequantize", None, n, k, int(block_size), dtype, backend, aligned, why)
     if n == 0 or k == 0:
@@ -327,7 +401,7 @@ def nvfp4_matmul(
         result = fast.matmul(torch, a, b, weight_scale, weight_scale_2, block_size, bias, backend, policy)
         if result is not fast.MISS:
             return result
-    policy = policy or current_policy()
+    policy = _checked_policy(policy)
     prepared = _prepare_matmul(a, b, weight_scale, weight_scale_2, block_size, bias, backend, policy)
     problem, caps, lead, selection = prepared.problem, prepared.caps, prepared.lead, prepared.selection
     n, k = problem.n, problem.k
@@ -358,8 +432,11 @@ def _shortcut(a: Any, bias: Any, lead: tuple[int, ...], n: int, dtype: str, prob
         kind = "empty"
     else:
         kind = "bias_only"
-        if bias is not None:
-            result[...] = bias
+        if bias is not None:  # the bias may come in the other container (numpy for a torch A, or back)
+            if _is_torch(result):
+                result.copy_(bias if _is_torch(bias) else _numpy_to_torch(_to_numpy(bias), result.device))
+            else:
+                result[...] = _to_numpy(bias)
     _announce_shortcut("matmul", kind, problem, caps)
     return result
 

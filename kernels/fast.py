@@ -107,7 +107,9 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
     if not ENABLED or backend == "cpu" or not a.is_cuda:
         return MISS
     if policy is None:
-        policy = dispatch._policy.get()
+        policy = dispatch.current_policy()
+    elif type(policy) is not Policy:
+        return MISS  # the full path says what is wrong with it
     key = (id(b), a.shape)
     plan = _plans.get(key)
     if (plan is None or plan.b_ref() is not b or plan.scales_ref() is not scales or plan.policy is not policy
