@@ -46,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail unless these dispatch paths were taken (OPERATOR:PATH, or a PATH one operator "
                          "declares); 'all-reachable' (or OPERATOR:all-reachable) requires every path and "
                          "guard side reachable on the devices of the run")
+    group.addoption("--dispatch-append", action="store_true", default=False,
+                    help="merge this run's data into an existing json report instead of replacing it (a json "
+                         "report that another run wrote while this one ran is always merged, never lost)")
     group.addoption("--dispatch-fail-under", type=float, default=None, metavar="PCT",
                     help="fail when dispatch coverage (reachable paths + reachable guard sides) is under PCT")
     group.addoption("--dispatch-model", action="append", default=[], metavar="PKG.MODULE",
@@ -63,6 +66,7 @@ class Settings:
     requirement: Any
     fail_under: float | None
     models: tuple[str, ...]
+    append: bool = False
 
     @property
     def active(self) -> bool:
@@ -94,7 +98,8 @@ def parse_settings(config: pytest.Config) -> Settings:
     if fail_under is not None and not 0 <= fail_under <= 100:
         raise pytest.UsageError(f"--dispatch-fail-under must be a percentage between 0 and 100, got {fail_under:g}")
     models = tuple(config.getini("dispatch_models")) + tuple(config.getoption("dispatch_model"))
-    return Settings(reports, requirement, fail_under, tuple(dict.fromkeys(models)))
+    return Settings(reports, requirement, fail_under, tuple(dict.fromkeys(models)),
+                    bool(config.getoption("dispatch_append")))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -144,6 +149,12 @@ class DispatchPlugin:
         self.terminal_reports: list[str] = []
         self.written: list[tuple[str, str]] = []
         self.write_errors: list[str] = []
+        from nvfp4_harness.engine.store import file_state
+
+        #: each json report's file as this run found it: a change by the end means another run wrote it
+        self.merged: list[str] = []
+        self.json_states = {dest: file_state(dest) for kind, dest in settings.reports
+                            if kind == "json" and dest not in (None, "-")}
 
     @property
     def is_worker(self) -> bool:
@@ -220,12 +231,21 @@ class DispatchPlugin:
 
     def _write_reports(self, data: Any) -> None:
         from nvfp4_harness.engine.reports import write_report
+        from nvfp4_harness.engine.store import save
+        from nvfp4_harness.model import DataError
 
         for kind, dest in self.settings.reports:
             try:
-                text = write_report(data, kind, dest)
-            except OSError as exc:
-                self.write_errors.append(f"cannot write the {kind} report to {dest!r}: {exc.strerror or exc}")
+                if kind == "json" and dest not in (None, "-"):
+                    _, merged = save(data, dest, self.json_states[dest], append=self.settings.append)
+                    if merged:
+                        self.merged.append(dest)
+                    text = ""
+                else:
+                    text = write_report(data, kind, dest)
+            except (OSError, DataError) as exc:
+                self.write_errors.append(f"cannot write the {kind} report to {dest!r}: "
+                                         f"{getattr(exc, 'strerror', None) or exc}")
                 continue
             if dest in (None, "-"):
                 self.terminal_reports.append(text)
@@ -240,7 +260,10 @@ class DispatchPlugin:
             tr.write_sep("-", "dispatch path coverage")
             tr.write(text)
         for kind, dest in self.written:
-            tr.write_line(f"dispatch coverage {kind} report written to {dest}")
+            merged = " (merged with the data another run wrote there meanwhile)" if dest in self.merged else ""
+            if dest in self.merged and self.settings.append:
+                merged = " (merged into the data already there: --dispatch-append)"
+            tr.write_line(f"dispatch coverage {kind} report written to {dest}{merged}")
         problems = self.write_errors + self.failures
         if problems:
             tr.write_sep("=", "dispatch coverage FAILED", red=True, bold=True)
