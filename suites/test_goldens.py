@@ -28,7 +28,7 @@ TWO_GOLDENS = """
 import numpy as np
 
 def test_first(golden):
-    golden.check("demo/first", np.arange(6, dtype=np.float16).reshape(2, 3))
+    golden.check("demo/first", np.arange(6, dtype=np.float16).reshape(2, 3), key=golden.PORTABLE)
 
 def test_second(golden):
     golden.check("demo/second", np.full(4, VALUE, dtype=np.float32), key="cpu")
@@ -100,9 +100,12 @@ def test_unused_goldens_are_reported_and_other_environments_are_not(pytester: py
     store.write("sm_90-cuda13.0-cublas13.1.0-torch2.11.0", "demo/second", GoldenRecord("1" * 64, "float32", (4,)))
     result = pytester.runpytest_inprocess(*_plugin_args())
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*unused goldens: 1*", "*portable/demo/stale.json",
-                                 "*other environments, not checked here: sm_90-cuda13.0-cublas13.1.0-torch2.11.0 (1)*"])
+    result.stdout.fnmatch_lines(["*unused goldens: 1*", "*portable/demo/stale.json"])
     assert "demo/second.json" not in "\n".join(line for line in result.stdout.lines if "unused" in line)
+    result.stdout.no_fnmatch_line("*other machines*")  # a plain run does not mention other stacks' goldens
+    verbose = pytester.runpytest_inprocess(*_plugin_args(), "-v")
+    verbose.stdout.fnmatch_lines(["*goldens recorded on other machines or stacks (not comparable here, left alone): "
+                                  "sm_90-cuda13.0-cublas13.1.0-torch2.11.0 (1)*"])
 
 
 def test_golden_dir_option(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -191,3 +194,28 @@ def test_cuda_environment_key_names_arch_cuda_cublas_and_torch() -> None:
     assert "-cublasunknown-" not in key, f"cuBLAS version not found: {key}"
     assert key.endswith("-torch" + torch.__version__.replace("+", "_"))
     assert goldens.GoldenStore("/tmp").path(key, "x").parent.name == key, "the key must be a valid folder name"
+
+
+USER_GOLDEN = """
+import numpy as np
+
+def test_mine(golden):
+    golden.check("mine/out", np.full(3, VALUE, dtype=np.float32))
+"""
+
+
+def test_a_users_tensor_is_keyed_default_and_refreshed_by_golden_update(pytester: pytest.Pytester) -> None:
+    """The default key is for a user's own kernels: an intended change is re-recorded with
+    --golden-update (and that run fails), then a plain run passes."""
+    pytester.makepyfile(test_user=USER_GOLDEN.replace("VALUE", "1.0"))
+    assert pytester.runpytest_inprocess(*_plugin_args(), "--golden-update").ret == pytest.ExitCode.TESTS_FAILED
+    assert _golden_file(pytester, "default", "mine/out").is_file()
+    pytester.makepyfile(test_user=USER_GOLDEN.replace("VALUE", "2.0"))  # the kernel changed on purpose
+    plain = pytester.runpytest_inprocess(*_plugin_args())
+    plain.assert_outcomes(failed=1)
+    plain.stdout.fnmatch_lines(["*golden default/mine/out does not match*", "*re-record with --golden-update*"])
+    update = pytester.runpytest_inprocess(*_plugin_args(), "--golden-update")
+    update.assert_outcomes(failed=1)
+    update.stdout.fnmatch_lines(["*re-recorded golden default/mine/out*"])
+    update.stdout.no_fnmatch_line("*bug in the backend*")
+    assert pytester.runpytest_inprocess(*_plugin_args()).ret == pytest.ExitCode.OK

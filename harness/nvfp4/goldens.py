@@ -2,15 +2,19 @@
 
 A test asks the ``golden`` fixture to compare a tensor with the hash stored for it::
 
-    def test_scratch(golden):
-        golden.check("operator/fp16-bs16/dequant", scratch)                 # machine independent
-        golden.check("operator/fp16-bs16/gemv", y, key=golden.key_for("cpu"))  # GEMM output
+    def test_my_kernel(golden):
+        golden.check("my_kernel/out", y)                                     # key "default"
+        golden.check("operator/fp16-bs16/dequant", w, key=golden.PORTABLE)   # machine independent
+        golden.check("operator/fp16-bs16/gemv", y, key=golden.key_for("cuda"))  # this GPU stack
 
-Why keys: a dequantized weight has the same bits on every machine (docs/contract.md), so it
-has one golden under :data:`PORTABLE_KEY`. A GEMM output depends on who summed it: the CPU
-reference sums in a fixed k order with IEEE fp32 operations, so its results are keyed
-:data:`CPU_KEY` on every machine; a GPU result depends on the architecture, the CUDA and cuBLAS
-libraries and torch, and its key names all four (:func:`environment_key`).
+Keys say where a golden's bits are expected to hold. :data:`DEFAULT_KEY` is for a user's own
+tensors: recorded and refreshed with ``--golden-update`` after an intended change.
+:data:`PORTABLE_KEY` is for bits a contract fixes on every machine (a dequantized NVFP4 weight,
+docs/contract.md): a different hash there is a bug, never a golden to refresh. A GEMM output
+depends on who summed it: the CPU reference sums in a fixed k order with IEEE fp32 operations,
+so its results are keyed :data:`CPU_KEY` on every machine; a GPU result depends on the
+architecture, the CUDA and cuBLAS libraries and torch, and its key names all four
+(:func:`environment_key`).
 
 Rules that keep goldens honest:
 
@@ -19,10 +23,11 @@ Rules that keep goldens honest:
   one, so a CI run can never regenerate its own expectations silently;
 * a stored :data:`PORTABLE_KEY` golden is never rewritten: those bits are machine independent,
   so a different hash is a bug in the backend that produced it (delete the file to re-record
-  it on purpose). Hence a GPU run with ``--golden-update`` writes GPU-keyed files and nothing
-  else, unless portable or CPU goldens are missing;
+  it on purpose). Hence a GPU run with ``--golden-update`` rewrites GPU-keyed (and default-keyed)
+  files, and portable or CPU goldens only when they are missing;
 * goldens stored under a key this run used, but checked by no test, are listed in the terminal
-  summary (delete them after a full run); keys of other environments are left alone;
+  summary (delete them after a full run); keys of other environments are left alone (``-v``
+  lists them);
 * one JSON file per golden, ``<golden-dir>/<key>/<name>.json``, written to a temporary file
   and moved into place with :func:`os.replace`, so pytest-xdist workers never see half files.
 """
@@ -41,6 +46,7 @@ from typing import Any
 import pytest
 from nvfp4_harness.nvfp4.verify import tensor_sha256, to_numpy
 
+DEFAULT_KEY = "default"
 PORTABLE_KEY = "portable"
 CPU_KEY = "cpu"
 SCHEMA = 1
@@ -204,6 +210,7 @@ _PENDING = pytest.StashKey[list]()
 class GoldenChecker:
     """The ``golden`` fixture: compares tensors with their stored hashes for one test."""
 
+    DEFAULT = DEFAULT_KEY
     PORTABLE = PORTABLE_KEY
 
     def __init__(self, state: _SessionState, item: pytest.Item) -> None:
@@ -214,7 +221,7 @@ class GoldenChecker:
         """The key for GEMM outputs of ``backend``; see :func:`environment_key`."""
         return environment_key(backend, device)
 
-    def check(self, name: str, tensor: Any, key: str = PORTABLE_KEY) -> str:
+    def check(self, name: str, tensor: Any, key: str = DEFAULT_KEY) -> str:
         """Fail unless ``tensor``'s SHA-256 equals the golden ``key/name``; returns the hash."""
         state, nodeid = self._state, self._item.nodeid
         arr = to_numpy(tensor)
@@ -331,6 +338,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                       "(after a full run, delete them):")
         for key, name in unused:
             tr.write_line(f"  {state.store.path(key, name)}")
-    if others:
+    if others and tr.verbosity > 0:
         listing = ", ".join(f"{key} ({count})" for key, count in sorted(others.items()))
-        tr.write_line(f"goldens of other environments, not checked here: {listing}")
+        tr.write_line(f"goldens recorded on other machines or stacks (not comparable here, left alone): {listing}")
