@@ -128,3 +128,20 @@ def test_each_path_captured_in_a_cuda_graph_replays_the_eager_bits(name, m, n, k
     graph.replay()
     torch.cuda.synchronize()
     assert compare_bitwise(call(), out)
+
+
+@pytest.mark.parametrize("g", [float("inf"), float("-inf"), float("nan")])
+def test_a_non_finite_device_global_scale_gives_the_contracts_ieee_result(g):
+    """A global scale in device memory is not read on the host (that would cost a sync per
+    call), so it is not refused like a host one: the kernels apply the contract's arithmetic to
+    it, and the bits are the CPU reference's for the same value (docs/contract.md)."""
+    from nvfp4_kernels import reference
+
+    rng = np.random.default_rng(5)
+    packed = rng.integers(0, 256, (16, 64), dtype=np.uint8)
+    scales = rng.integers(0, 256, (16, 8), dtype=np.uint8)
+    g_dev = torch.tensor([g], dtype=torch.float32, device="cuda")
+    got = nvfp4_kernels.dequantize(torch.from_numpy(packed).cuda(), torch.from_numpy(scales).cuda(), g_dev, 16,
+                                   "bfloat16")
+    want = reference.dequantize(packed, scales, np.float32(g), 16, "bfloat16")
+    assert np.array_equal(got.view(torch.int16).cpu().numpy().view(np.uint16), want.view(np.uint16))
