@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
-from nvfp4_harness.model import DeviceCaps, Selection, build_event, bus
+from nvfp4_harness.model import DeviceCaps, Selection, build_event, bus, physical_gpu_index
 from nvfp4_harness.model.events import DispatchEvent
 from nvfp4_kernels import fast, reference
 from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
@@ -272,11 +272,12 @@ def _resolve_backend(backend: str, tensors: list[Any]) -> str:
 
 @functools.lru_cache(maxsize=64)
 def cuda_device_caps(index: int) -> DeviceCaps:
-    """Name and compute capability of CUDA device ``index``, asked once per device."""
+    """Name and compute capability of CUDA device ``index`` (as this process numbers it), asked
+    once per device; the caps carry the host's index of the GPU, which reports show."""
     import torch
 
     major, minor = torch.cuda.get_device_capability(index)
-    return DeviceCaps(torch.cuda.get_device_name(index), (major, minor), index=index)
+    return DeviceCaps(torch.cuda.get_device_name(index), (major, minor), index=physical_gpu_index(index))
 
 
 def _caps_for(backend: str, tensors: list[Any]) -> tuple[DeviceCaps, Any]:
@@ -288,7 +289,7 @@ def _caps_for(backend: str, tensors: list[Any]) -> tuple[DeviceCaps, Any]:
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device())
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return cuda_device_caps(index), device
+    return cuda_device_caps(index), torch.device("cuda", index)
 
 
 def _alignment(b: Any, out: Any | None) -> tuple[bool, str]:

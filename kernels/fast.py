@@ -28,7 +28,7 @@ from threading import get_ident
 from typing import Any
 
 import numpy as np
-from nvfp4_harness.model import DeviceCaps, bus
+from nvfp4_harness.model import bus
 from nvfp4_kernels import cuda_backend, dispatch
 from nvfp4_kernels.model import Policy
 
@@ -66,7 +66,7 @@ class Plan:
         self.m, self.n, self.k, self.block_size = problem.m, problem.n, problem.k, problem.block_size
         self.bf16 = 1 if problem.dtype == "bfloat16" else 0
         self.splits = cuda_backend.gemv_splits(problem.n, problem.k) if self.path == "gemv" else 0
-        self.device_index = prepared.caps.index
+        self.device_index = prepared.device.index  # as this process numbers it (caps carry the host's)
         self.out_shape = prepared.lead + (problem.n,)
         self.reshape = self.out_shape != (problem.m, problem.n)
         self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()
@@ -174,33 +174,33 @@ def _make_plan(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any,
         return None
     prepared = dispatch._prepare_matmul(a, b, scales, g, block_size, bias, backend, policy)
     selection = prepared.selection
-    if selection is None or prepared.backend != "cuda" or prepared.caps.index is None:
+    if selection is None or prepared.backend != "cuda" or prepared.device is None or prepared.device.index is None:
         return None  # a shortcut (empty problem), or not a CUDA call
     if selection.path not in cuda_backend.PACKED_KERNEL or not prepared.problem.aligned:
         return None  # a path without a packed launcher, or an event whose detail names this call's addresses
-    g_ptr = _global_scale_pointer(torch, g, prepared.caps)
+    g_ptr = _global_scale_pointer(torch, g, prepared.device.index)
     if g_ptr is None:
         return None
     return Plan(torch, prepared, policy, b, scales, g, bias, g_ptr)
 
 
-def _global_scale_pointer(torch: Any, g: Any, caps: DeviceCaps) -> int | None:
+def _global_scale_pointer(torch: Any, g: Any, device_index: int) -> int | None:
     """The device address the kernels read the global scale from, or None for the full path."""
     kind = type(g)
     if kind is float or kind is int or kind is np.float32:
         value = float(g)
         if not abs(value) < FLT_MAX:
             return None  # NaN, inf, or beyond fp32: the full path raises the helpful error
-        key = (caps.index, value)
+        key = (device_index, value)
         scalar = _scalars.get(key)
         if scalar is None:
-            scalar = dispatch._device_global_scale(value, torch.device("cuda", caps.index))
+            scalar = dispatch._device_global_scale(value, torch.device("cuda", device_index))
             if len(_scalars) >= PLAN_LIMIT:
                 _scalars.clear()
             _scalars[key] = scalar
         return scalar.data_ptr()
     if kind is torch.Tensor and g.is_cuda and g.dtype is torch.float32 and g.numel() == 1 \
-            and g.device.index == caps.index:
+            and g.device.index == device_index:
         return 0  # read per call from the tensor itself
     return None
 

@@ -59,19 +59,24 @@ class PathTally:
 
 @dataclass
 class SideTally:
-    """How often one side of one guard (or one finding) was seen, and a few tests that saw it."""
+    """How often one side of one guard (or one finding) was seen, on which devices, and a few
+    tests that saw it."""
 
     count: int = 0
     examples: list[str] = field(default_factory=list)
+    devices: Counter = field(default_factory=Counter)
 
-    def note(self, count: int, tests: Iterable[str | None]) -> None:
+    def note(self, count: int, tests: Iterable[str | None], devices: Counter | None = None) -> None:
         self.count += count
         merged = set(self.examples).union(t for t in tests if t)
         self.examples = sorted(merged)[:EXAMPLES_PER_SIDE]
+        if devices:
+            self.devices.update(devices)
 
-    def note_one(self, test: str | None) -> None:
+    def note_one(self, test: str | None, device: str) -> None:
         """:meth:`note` for one event, cheap when the test changes nothing (the recorder's case)."""
         self.count += 1
+        self.devices[device] += 1
         examples = self.examples
         if not test or test in examples or (len(examples) >= EXAMPLES_PER_SIDE and test > examples[-1]):
             return
@@ -86,10 +91,11 @@ class DeviceTally:
     compute_capability: tuple[int, int] | None
     events: int = 0
     simulated: bool = False
+    index: int | None = None
 
     @property
     def caps(self) -> DeviceCaps:
-        return DeviceCaps(self.name, self.compute_capability, self.simulated)
+        return DeviceCaps(self.name, self.compute_capability, self.simulated, self.index)
 
     @property
     def label(self) -> str:
@@ -156,10 +162,10 @@ class OperatorData:
         for name, tally in other.paths.items():
             self.paths[name].update(tally)
         for key, side in other.sides.items():
-            self.sides[key].note(side.count, side.examples)
+            self.sides[key].note(side.count, side.examples, side.devices)
         self.shortcuts.update(other.shortcuts)
         for key, finding in other.findings.items():
-            self.findings.setdefault(key, SideTally()).note(finding.count, finding.examples)
+            self.findings.setdefault(key, SideTally()).note(finding.count, finding.examples, finding.devices)
         for label, unreachable in other.unreachable.items():
             self.unreachable.setdefault(label, copy.deepcopy(unreachable))
 
@@ -255,7 +261,7 @@ class CoverageData:
         if label not in op.unreachable and model is not None:
             op.judge(model, event.device)
         if event.finding:
-            op.findings.setdefault(event.finding, SideTally()).note_one(test)
+            op.findings.setdefault(event.finding, SideTally()).note_one(test, label)
         if event.shortcut:
             op.shortcuts[event.path] += 1
             return
@@ -270,13 +276,13 @@ class CoverageData:
             else:
                 tally.unattributed += 1
         for key in keys:
-            sides[key].note_one(test)
+            sides[key].note_one(test, label)
 
     def _device(self, caps: DeviceCaps) -> DeviceTally:
         tally = self.devices.get(caps.label)
         if tally is None:
             tally = self.devices[caps.label] = DeviceTally(caps.name, caps.compute_capability,
-                                                           simulated=caps.simulated)
+                                                           simulated=caps.simulated, index=caps.index)
         return tally
 
     def update(self, other: CoverageData) -> None:
@@ -292,7 +298,7 @@ class CoverageData:
             tally = self.devices.get(device.label)
             if tally is None:
                 tally = self.devices[device.label] = DeviceTally(device.name, device.compute_capability,
-                                                                 simulated=device.simulated)
+                                                                 simulated=device.simulated, index=device.index)
             tally.events += device.events
         for name, model in other._models.items():
             self._models.setdefault(name, model)
@@ -337,7 +343,8 @@ class CoverageData:
             "runs": copy.deepcopy(self.runs),
             "devices": [
                 {"name": d.name, "compute_capability": list(d.compute_capability) if d.compute_capability else None,
-                 "events": d.events, **({"simulated": True} if d.simulated else {})}
+                 "events": d.events, **({"simulated": True} if d.simulated else {}),
+                 **({"index": d.index} if d.index is not None else {})}
                 for _, d in sorted(self.devices.items())
             ],
             "operators": {name: _operator_doc(op) for name, op in sorted(self.operators.items())},
@@ -368,7 +375,7 @@ class CoverageData:
             for d in doc.get("devices", []):
                 cc = d.get("compute_capability")
                 tally = data._device(DeviceCaps(str(d["name"]), tuple(cc) if cc else None,
-                                                bool(d.get("simulated", False))))
+                                                bool(d.get("simulated", False)), d.get("index")))
                 tally.events += int(d["events"])
             for name, o in doc.get("operators", {}).items():
                 data.operators[name] = _operator_from_doc(name, o)
@@ -419,11 +426,15 @@ def _operator_doc(op: OperatorData) -> dict[str, Any]:
         "paths": {name: {"hits": t.hits, "forced": t.forced, "unattributed": t.unattributed,
                          "tests": dict(sorted(t.tests.items())), "devices": dict(sorted(t.devices.items()))}
                   for name, t in op.paths.items()},
-        "guard_sides": {key: {"count": s.count, "examples": list(s.examples)} for key, s in op.sides.items()},
+        "guard_sides": {key: _tally_doc(s) for key, s in op.sides.items()},
         "shortcuts": dict(sorted(op.shortcuts.items())),
-        "findings": {key: {"count": f.count, "examples": list(f.examples)} for key, f in sorted(op.findings.items())},
+        "findings": {key: _tally_doc(f) for key, f in sorted(op.findings.items())},
         "unreachable": copy.deepcopy(op.unreachable),
     }
+
+
+def _tally_doc(tally: SideTally) -> dict[str, Any]:
+    return {"count": tally.count, "examples": list(tally.examples), "devices": dict(sorted(tally.devices.items()))}
 
 
 def _operator_from_doc(name: str, doc: Mapping[str, Any]) -> OperatorData:
@@ -440,11 +451,13 @@ def _operator_from_doc(name: str, doc: Mapping[str, Any]) -> OperatorData:
     for key, s in doc.get("guard_sides", {}).items():
         if key not in op.sides:
             raise DataError(f"operator {name!r} records guard side {key!r} that its model does not declare")
-        op.sides[key].note(int(s.get("count", 0)), [str(t) for t in s.get("examples", [])])
+        op.sides[key].note(int(s.get("count", 0)), [str(t) for t in s.get("examples", [])],
+                           Counter({str(d): int(c) for d, c in s.get("devices", {}).items()}))
     op.shortcuts.update({str(k): int(v) for k, v in doc.get("shortcuts", {}).items()})
     for key, f in doc.get("findings", {}).items():
-        op.findings.setdefault(str(key), SideTally()).note(int(f.get("count", 0)),
-                                                         [str(t) for t in f.get("examples", [])])
+        op.findings.setdefault(str(key), SideTally()).note(
+            int(f.get("count", 0)), [str(t) for t in f.get("examples", [])],
+            Counter({str(d): int(c) for d, c in f.get("devices", {}).items()}))
     for label, u in doc.get("unreachable", {}).items():
         op.unreachable[str(label)] = {"paths": {str(k): str(v) for k, v in u.get("paths", {}).items()},
                                       "sides": {str(k): str(v) for k, v in u.get("sides", {}).items()}}

@@ -31,7 +31,7 @@ from nvfp4_harness.model.declare import (
     SourceLocation,
     side_key,
 )
-from nvfp4_harness.model.devices import DeviceCaps
+from nvfp4_harness.model.devices import DeviceCaps, physical_gpu_index
 from nvfp4_harness.model.errors import (
     DataError,
     DispatchError,
@@ -52,5 +52,5 @@ __all__ = [
     "NoDataError", "PathNotAllowed", "PathSpec", "Selection", "SourceLocation", "UnknownPathError",
     "add_listener", "announce", "build_event", "clear_listener_failures", "failure_count", "instrument",
     "listener_failures",
-    "listening", "record", "record_shortcut", "remove_listener", "side_key", "simulate",
+    "listening", "physical_gpu_index", "record", "record_shortcut", "remove_listener", "side_key", "simulate",
 ]
