@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gpu-check": ("nvfp4_harness.nvfp4.gpu_check", "verify the CUDA kernels on this machine's GPU and write results"),
     "bench": ("nvfp4_harness.nvfp4.bench", "time the kernels beside the copy ceiling (GPU)"),
     "bench-report": ("nvfp4_harness.nvfp4.bench_report", "write BENCHMARKS.md and its plot from a results JSON"),
+    "multi-gpu": ("nvfp4_harness.nvfp4.multi_gpu", "the GPU dispatch suites on one GPU and on every GPU of the host"),
     "mutate": ("nvfp4_harness.nvfp4.mutation",
                "plant typical kernel bugs one at a time and check the suites catch each"),
 }

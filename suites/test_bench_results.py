@@ -116,11 +116,37 @@ def test_provenance_is_complete(results: tuple[Path, dict[str, Any]]) -> None:
 
 
 def test_benchmarks_md_is_generated_from_the_newest_results(tmp_path: Path) -> None:
+    from nvfp4_harness.nvfp4 import multi_gpu
     from nvfp4_harness.nvfp4.bench_report import render_markdown
 
     newest = max(FILES, key=lambda p: (_load(p)["provenance"].get("date", ""), p.name))
+    found = multi_gpu.newest()
     regenerated = tmp_path / "BENCHMARKS.md"
-    regenerated.write_text(render_markdown(_load(newest), newest.name), encoding="utf-8")
+    regenerated.write_text(render_markdown(_load(newest), newest.name, multi_gpu=(found[0].name, found[1])
+                                           if found else None), encoding="utf-8")
     assert MARKDOWN.exists(), f"{MARKDOWN} is missing; run python -m nvfp4_harness bench-report {newest}"
     assert MARKDOWN.read_text(encoding="utf-8") == regenerated.read_text(encoding="utf-8"), \
         f"{MARKDOWN.name} is stale; run python -m nvfp4_harness bench-report {newest}"
+
+
+MULTI_GPU = sorted((REPO / "benchmarks" / "multi_gpu").glob("multi-gpu-*.json"))
+
+
+@pytest.mark.parametrize("path", MULTI_GPU, ids=[p.name for p in MULTI_GPU])
+def test_committed_multi_gpu_results_are_consistent(path: Path) -> None:
+    """A multi-GPU run: both GPUs took events, the speedup and serial fraction follow from the
+    wall times, and the one-GPU and all-GPU runs reached the same coverage."""
+    from nvfp4_harness.nvfp4 import multi_gpu
+
+    results = json.loads(path.read_text())
+    prov = results["provenance"]
+    assert {"gpu", "gpus", "driver", "cuda", "torch", "date", "command", "git_commit"} <= set(prov)
+    one, many = results["runs"]
+    assert one["workers"] == 1 and many["workers"] == prov["gpus"] >= 2
+    assert len(many["devices"]) == prov["gpus"] and all(events > 0 for events in many["devices"].values())
+    assert sum(one["devices"].values()) == sum(many["devices"].values())
+    assert results["speedup"] == pytest.approx(one["wall_s"] / many["wall_s"], abs=1e-3)
+    assert results["serial_fraction"] == pytest.approx(multi_gpu.serial_fraction(results["speedup"], prov["gpus"]),
+                                                       abs=2e-3)
+    assert one["coverage"] == many["coverage"] and results["coverage_equal"]
+    assert one["returncode"] == many["returncode"] == 0

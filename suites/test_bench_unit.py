@@ -484,3 +484,14 @@ def test_host_rows_render_in_benchmarks_md() -> None:
     lines = bench_report._host_lines({"host": [row]})
     assert "| decode M=1, 17408 x 5120 | gemv | 7.50 | 33.90 | 11.20 | 34.00 | 33.50 | 34.10 | 55.00 | met |" in lines
     assert bench_report._host_lines({}) == ["Not measured in this run (section `host`)."]
+
+
+def test_serial_fraction_follows_amdahl() -> None:
+    from nvfp4_harness.nvfp4.multi_gpu import serial_fraction
+
+    assert serial_fraction(2.0, 2) == pytest.approx(0.0)
+    assert serial_fraction(1.0, 2) == pytest.approx(1.0)
+    s = 0.3  # a suite 30% serial runs 1 / (0.3 + 0.7 / 4) times faster on 4 GPUs
+    assert serial_fraction(1 / (s + (1 - s) / 4), 4) == pytest.approx(s)
+    with pytest.raises(ValueError):
+        serial_fraction(1.5, 1)

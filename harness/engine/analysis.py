@@ -24,7 +24,7 @@ Requirements (``--dispatch-require``, ``report --require``), comma-separated or 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nvfp4_harness.engine.data import CoverageData, OperatorData
@@ -92,6 +92,34 @@ class FindingStatus:
 
 
 @dataclass(frozen=True)
+class DeviceCoverage:
+    """One device's share of a run: what was reachable there and what its own events reached."""
+
+    label: str
+    paths_reachable: int
+    paths_hit: int
+    sides_reachable: int
+    sides_hit: int
+
+    @property
+    def covered(self) -> int:
+        return self.paths_hit + self.sides_hit
+
+    @property
+    def total(self) -> int:
+        return self.paths_reachable + self.sides_reachable
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.covered / self.total if self.total else 100.0
+
+    def __add__(self, other: DeviceCoverage) -> DeviceCoverage:
+        return DeviceCoverage(self.label, self.paths_reachable + other.paths_reachable,
+                              self.paths_hit + other.paths_hit, self.sides_reachable + other.sides_reachable,
+                              self.sides_hit + other.sides_hit)
+
+
+@dataclass(frozen=True)
 class OperatorAnalysis:
     """One operator judged on the devices the run recorded facts for."""
 
@@ -105,6 +133,10 @@ class OperatorAnalysis:
     shortcuts: dict[str, int]
     findings: tuple[FindingStatus, ...]
     events: int
+    #: per judged device, its own coverage (its events, its reachability)
+    per_device: tuple[DeviceCoverage, ...] = ()
+    #: path -> device label -> hits there
+    hits_by_device: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def path(self, name: str) -> PathStatus:
         return next(p for p in self.paths if p.name == name)
@@ -219,6 +251,15 @@ class Analysis:
     def findings(self) -> tuple[FindingStatus, ...]:
         return tuple(f for o in self.operators for f in o.findings)
 
+    @property
+    def per_device(self) -> tuple[DeviceCoverage, ...]:
+        """Each device's coverage summed over the operators."""
+        merged: dict[str, DeviceCoverage] = {}
+        for op in self.operators:
+            for dev in op.per_device:
+                merged[dev.label] = merged[dev.label] + dev if dev.label in merged else dev
+        return tuple(merged[label] for label in sorted(merged))
+
     def known_paths(self) -> dict[str, tuple[str, ...]]:
         return {o.name: tuple(p.name for p in o.paths) for o in self.operators}
 
@@ -271,6 +312,8 @@ class Analysis:
         return {
             "devices": list(self.devices),
             "covered": self.covered, "total": self.total, "percent": round(self.percent, 2),
+            "per_device": {d.label: {"covered": d.covered, "total": d.total, "percent": round(d.percent, 2)}
+                           for d in self.per_device},
             "operators": {o.name: {
                 "paths_reachable": o.paths_reachable, "paths_hit": o.paths_hit,
                 "guard_sides_reachable": o.sides_reachable, "guard_sides_hit": o.sides_hit,
@@ -279,6 +322,8 @@ class Analysis:
                 "missed_paths": [p.name for p in o.missed_paths],
                 "missed_guard_sides": [f"{s.path}.{s.guard}={s.passed}" for s in o.missed_sides],
                 "findings": {f.message: f.count for f in o.findings},
+                "paths_by_device": {p.name: {"reached_on": o.hits_by_device.get(p.name, {}),
+                                             "unreachable_on": p.unreachable_on} for p in o.paths},
             } for o in self.operators},
         }
 
@@ -396,7 +441,18 @@ def _analyze_operator(op: OperatorData) -> OperatorAnalysis:
                                     examples=tuple(tally.examples), required=required, reason=reason))
     findings = tuple(FindingStatus(op.name, message, f.count, tuple(f.examples))
                      for message, f in sorted(op.findings.items()))
+    per_device = []
+    for label in sorted(judged):
+        facts = judged[label]
+        paths_on = [p["name"] for p in decl["paths"] if p["name"] not in facts["paths"]]
+        sides_on = [side_key(p["name"], g["name"], passed) for p, g in op.iter_guards() for passed in (True, False)
+                    if p["name"] in paths_on and side_key(p["name"], g["name"], passed) not in facts["sides"]]
+        per_device.append(DeviceCoverage(
+            label, len(paths_on), sum(op.paths[name].devices.get(label, 0) > 0 for name in paths_on),
+            len(sides_on), sum(op.sides[key].devices.get(label, 0) > 0 for key in sides_on)))
+    hits_by_device = {name: dict(sorted(t.devices.items())) for name, t in op.paths.items()}
     return OperatorAnalysis(name=op.name, summary=decl.get("summary", ""), source=decl.get("source"),
                             order=tuple(p["name"] for p in decl["paths"]), devices=tuple(sorted(judged)),
                             paths=tuple(path_status), sides=tuple(sides),
-                            shortcuts=dict(sorted(op.shortcuts.items())), findings=findings, events=op.events)
+                            shortcuts=dict(sorted(op.shortcuts.items())), findings=findings, events=op.events,
+                            per_device=tuple(per_device), hits_by_device=hits_by_device)

@@ -305,7 +305,8 @@ def _failure_lines(results: dict[str, Any]) -> list[str]:
                     f["message"][:200].replace("|", "/").replace("\n", " ")] for f in fails])
 
 
-def render_markdown(results: dict[str, Any], source_name: str, png_link: str = DEFAULT_PNG_LINK) -> str:
+def render_markdown(results: dict[str, Any], source_name: str, png_link: str = DEFAULT_PNG_LINK,
+                    multi_gpu: tuple[str, dict[str, Any]] | None = None) -> str:
     """BENCHMARKS.md as a pure function of the results."""
     prov = results["provenance"]
     targets = evaluate_targets(results)
@@ -334,6 +335,11 @@ def render_markdown(results: dict[str, Any], source_name: str, png_link: str = D
     lines += ["", f"## Model replay: one prefill of {tokens} tokens" if tokens else "## Model replay", ""]
     lines += _replay_lines(results)
     lines += ["", "## Host time per eager call", ""] + _host_lines(results)
+    if multi_gpu is not None:
+        from nvfp4_harness.nvfp4 import multi_gpu as multi
+
+        lines += ["", "## The GPU dispatch suites on one and on every GPU of a host", ""]
+        lines += multi.markdown_lines(*multi_gpu)
     lines += ["", "## Failures", ""] + _failure_lines(results)
     lines += ["", "## CPU-side costs", "",
               "The host-side costs (reference dequantization, SHA-256 hashing, dispatcher and listener overhead "
@@ -460,7 +466,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"cannot read {source}: {exc}", file=sys.stderr)
         return 2
-    text = render_markdown(results, source.name, args.png_link)
+    from nvfp4_harness.nvfp4 import multi_gpu
+
+    found = multi_gpu.newest()
+    text = render_markdown(results, source.name, args.png_link, (found[0].name, found[1]) if found else None)
     out = Path(args.out)
     if args.check:
         current = out.read_text(encoding="utf-8") if out.exists() else None

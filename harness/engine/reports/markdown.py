@@ -38,4 +38,15 @@ def render_markdown(data: CoverageData) -> str:
             lines += ["", shortcut[0].upper() + shortcut[1:] + "."]
         for finding in op.findings:
             lines += ["", f"**Finding**: {finding.message} ({finding.count} calls)."]
+        if len(op.per_device) > 1:
+            labels = [d.label for d in op.per_device]
+            lines += ["", "| Path | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+            for path in op.paths:
+                cells = []
+                for label in labels:
+                    hits = op.hits_by_device.get(path.name, {}).get(label, 0)
+                    cells.append("unreachable" if label in path.unreachable_on else str(hits))
+                lines.append(f"| `{path.name}` | " + " | ".join(cells) + " |")
+            lines.append("| **coverage** | " + " | ".join(f"{d.covered}/{d.total} = {d.percent:.1f}%"
+                                                     for d in op.per_device) + " |")
     return "\n".join(lines) + "\n"

@@ -41,6 +41,22 @@ def _operator_table(data: CoverageData, op: OperatorAnalysis) -> list[str]:
         lines.append(shortcut)
     for finding in op.findings:
         lines.append(f"FINDING {finding.message} ({finding.count} calls)")
+    if len(op.per_device) > 1:
+        lines += device_lines(op)
+    return lines
+
+
+def device_lines(op: OperatorAnalysis) -> list[str]:
+    """Per path, where it was reached and where it cannot be; then each device's own coverage."""
+    lines = ["By device:"]
+    for path in op.paths:
+        reached = ", ".join(f"{label} ({hits})" for label, hits in op.hits_by_device.get(path.name, {}).items())
+        parts = [f"reached on {reached}" if reached else "reached on no device"]
+        if path.unreachable_on:
+            parts.append("unreachable on " + ", ".join(sorted(path.unreachable_on)))
+        lines.append(f"  {path.name}: " + "; ".join(parts))
+    for dev in op.per_device:
+        lines.append(f"  {dev.label}: {dev.covered}/{dev.total} = {dev.percent:.1f}% of what it can reach")
     return lines
 
 
