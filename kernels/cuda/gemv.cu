@@ -145,6 +145,9 @@ __device__ __forceinline__ void run_step(const Step& s, float g, float acc[4]) {
     // s * 2^14 overflowed although s is finite: take the exact two-multiply form instead
     slow |= (fabsf(big[i]) == __uint_as_float(0x7F800000u)) && (fabsf(sc[i]) != __uint_as_float(0x7F800000u));
   }
+  // mma.sync.aligned needs the whole warp in one branch: one lane whose scale overflows sends
+  // the warp down the exact two-multiply form, which is exact for every lane (only slower).
+  slow = __any_sync(0xFFFFFFFFu, slow);
   if (!slow) {
     compute_step<T, true>(s, big, acc);
   } else {
