@@ -63,7 +63,17 @@ def results(request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
 
 def test_schema(results: tuple[Path, dict[str, Any]]) -> None:
     path, data = results
-    assert isinstance(data.get("provenance"), dict) and isinstance(data.get("rows"), list) and data["rows"]
+    assert isinstance(data.get("provenance"), dict) and isinstance(data.get("rows"), list)
+    assert data["rows"] or data.get("host"), f"{path.name} holds neither kernel rows nor host-time rows"
+    for i, row in enumerate(data.get("host") or []):
+        for key in ("case", "path", "M", "N", "K", "calls", "loops", "eager_host_us", "eager_wall_us",
+                    "recording_host_us", "recording_wall_us", "graph_replay_us", "kernel_us", "verdict"):
+            assert key in row, f"{path.name} host[{i}] lacks {key!r}"
+        lo, hi = row.get("eager_host_range_us", [row["eager_host_us"]] * 2)
+        assert lo <= row["eager_host_us"] <= hi
+        from nvfp4_harness.nvfp4 import host_time
+
+        assert row["verdict"] == host_time.verdict(row), f"{path.name} host[{i}]: the verdict does not follow"
     for i, row in enumerate(data["rows"]):
         for key, kind in ROW_KEYS.items():
             assert key in row, f"{path.name} rows[{i}] lacks {key!r}"
@@ -116,14 +126,11 @@ def test_provenance_is_complete(results: tuple[Path, dict[str, Any]]) -> None:
 
 
 def test_benchmarks_md_is_generated_from_the_newest_results(tmp_path: Path) -> None:
-    from nvfp4_harness.nvfp4 import multi_gpu
-    from nvfp4_harness.nvfp4.bench_report import render_markdown
+    from nvfp4_harness.nvfp4.bench_report import render_benchmarks
 
-    newest = max(FILES, key=lambda p: (_load(p)["provenance"].get("date", ""), p.name))
-    found = multi_gpu.newest()
+    newest = max((p for p in FILES if _load(p)["rows"]), key=lambda p: (_load(p)["provenance"].get("date", ""), p.name))
     regenerated = tmp_path / "BENCHMARKS.md"
-    regenerated.write_text(render_markdown(_load(newest), newest.name, multi_gpu=(found[0].name, found[1])
-                                           if found else None), encoding="utf-8")
+    regenerated.write_text(render_benchmarks(newest), encoding="utf-8")
     assert MARKDOWN.exists(), f"{MARKDOWN} is missing; run python -m nvfp4_harness bench-report {newest}"
     assert MARKDOWN.read_text(encoding="utf-8") == regenerated.read_text(encoding="utf-8"), \
         f"{MARKDOWN.name} is stale; run python -m nvfp4_harness bench-report {newest}"

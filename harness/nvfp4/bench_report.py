@@ -54,12 +54,25 @@ def load_results(path: str | Path) -> dict[str, Any]:
     return results
 
 
-def newest_results(directory: str | Path = DEFAULT_OUT) -> Path | None:
-    """The results file with the latest provenance date (file name breaks ties)."""
-    files = sorted(Path(directory).glob("*.json"))
+def newest_results(directory: str | Path = DEFAULT_OUT, needs: str = "rows") -> Path | None:
+    """The results file with the latest provenance date (file name breaks ties) among those
+    whose ``needs`` part (``rows``: kernel timings; ``host``: host time per call) is not empty."""
+    files = [p for p in sorted(Path(directory).glob("*.json")) if load_results(p).get(needs)]
     if not files:
         return None
     return max(files, key=lambda p: (load_results(p)["provenance"].get("date", ""), p.name))
+
+
+def render_benchmarks(source: Path, png_link: str = DEFAULT_PNG_LINK) -> str:
+    """BENCHMARKS.md for the kernel results ``source``, with the newest host-time run of its
+    folder and the newest multi-GPU run beside it (each section names the run it comes from)."""
+    from nvfp4_harness.nvfp4 import multi_gpu
+
+    results = load_results(source)
+    host_path = source if results.get("host") else newest_results(source.parent, needs="host")
+    host = (host_path.name, load_results(host_path)) if host_path is not None else None
+    found = multi_gpu.newest()
+    return render_markdown(results, source.name, png_link, (found[0].name, found[1]) if found else None, host)
 
 
 # --- targets --------------------------------------------------------------------------------------
@@ -277,23 +290,29 @@ def _replay_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _host_lines(results: dict[str, Any]) -> list[str]:
+def _host_lines(results: dict[str, Any], name: str = "", kernels_from: str = "") -> list[str]:
     """The host section: eager host time per call beside graph replay and kernel time."""
     rows = results.get("host") or []
     if not rows:
         return ["Not measured in this run (section `host`)."]
+    origin = []
+    if name and name != kernels_from:
+        prov = results["provenance"]
+        origin = [f"From `benchmarks/results/{name}` (`{prov['command']}`, {prov['date']}, commit "
+                  f"{prov['git_commit']}; its kernel column is measured in that run), a later run than the kernel "
+                  f"tables above.", ""]
     body = [[r["case"], r["path"], _us(r["eager_host_us"]), _us(r["eager_wall_us"]), _us(r["recording_host_us"]),
              _us(r["recording_wall_us"]), _us(r["graph_replay_us"]), _us(r["kernel_us"]),
              _us(r["ort_eager_us"]) if r.get("ort_eager_us") else "", r["verdict"]] for r in rows]
     calls = rows[0]["calls"]
-    return [f"{calls} calls of `nvfp4_matmul` back to back with CUDA tensors already on the device, one sync at "
-            f"the end; host = the CPU's time per call, wall = CUDA events around the loop per call (the GPU's "
-            f"time per call in that loop); median of {rows[0]['loops']} loops. Graph replay = the same call "
-            f"captured once in a CUDA graph and replayed back to back; kernel = one replay with the L2 flushed. "
-            f"Targets: host <= {host_time.HOST_TARGET_US:g} us, <= {host_time.RECORDING_TARGET_US:g} us with a "
-            f"recorder listening. ONNX Runtime's figure is its op in the same loop on an H200 (earlier run).", ""
-            ] + _table(["call", "path", "host", "wall", "host, recording", "wall, recording", "graph replay",
-                        "kernel", "ONNX Runtime", "result"], body)
+    method = (f"{calls} calls of `nvfp4_matmul` back to back with CUDA tensors already on the device, one sync at "
+              f"the end; host = the CPU's time per call, wall = CUDA events around the loop per call (the GPU's "
+              f"time per call in that loop); median of {rows[0]['loops']} loops. Graph replay = the same call "
+              f"captured once in a CUDA graph and replayed back to back; kernel = one replay with the L2 flushed. "
+              f"Targets: host <= {host_time.HOST_TARGET_US:g} us, <= {host_time.RECORDING_TARGET_US:g} us with a "
+              f"recorder listening. ONNX Runtime's figure is its op in the same loop on an H200 (earlier run).")
+    return origin + [method, ""] + _table(["call", "path", "host", "wall", "host, recording", "wall, recording",
+                                           "graph replay", "kernel", "ONNX Runtime", "result"], body)
 
 
 def _failure_lines(results: dict[str, Any]) -> list[str]:
@@ -306,7 +325,8 @@ def _failure_lines(results: dict[str, Any]) -> list[str]:
 
 
 def render_markdown(results: dict[str, Any], source_name: str, png_link: str = DEFAULT_PNG_LINK,
-                    multi_gpu: tuple[str, dict[str, Any]] | None = None) -> str:
+                    multi_gpu: tuple[str, dict[str, Any]] | None = None,
+                    host: tuple[str, dict[str, Any]] | None = None) -> str:
     """BENCHMARKS.md as a pure function of the results."""
     prov = results["provenance"]
     targets = evaluate_targets(results)
@@ -334,7 +354,8 @@ def render_markdown(results: dict[str, Any], source_name: str, png_link: str = D
     tokens = (results.get("replay") or {}).get("tokens")
     lines += ["", f"## Model replay: one prefill of {tokens} tokens" if tokens else "## Model replay", ""]
     lines += _replay_lines(results)
-    lines += ["", "## Host time per eager call", ""] + _host_lines(results)
+    host_name, host_results = host if host is not None else (source_name, results)
+    lines += ["", "## Host time per eager call", ""] + _host_lines(host_results, host_name, source_name)
     if multi_gpu is not None:
         from nvfp4_harness.nvfp4 import multi_gpu as multi
 
@@ -456,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--png-link", default=DEFAULT_PNG_LINK, help="how the markdown links the plot")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if --out is stale")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    source = Path(args.results) if args.results else newest_results()
+    source = Path(args.results) if args.results else newest_results(needs="rows")
     if source is None:
         print(f"no results JSON given and none in {DEFAULT_OUT}; run python -m nvfp4_harness bench on a GPU first",
               file=sys.stderr)
@@ -466,10 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"cannot read {source}: {exc}", file=sys.stderr)
         return 2
-    from nvfp4_harness.nvfp4 import multi_gpu
-
-    found = multi_gpu.newest()
-    text = render_markdown(results, source.name, args.png_link, (found[0].name, found[1]) if found else None)
+    text = render_benchmarks(source, args.png_link)
     out = Path(args.out)
     if args.check:
         current = out.read_text(encoding="utf-8") if out.exists() else None
