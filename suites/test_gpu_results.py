@@ -7,6 +7,7 @@ reference here: every case is regenerated from its seed and hashed again.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,3 +73,25 @@ def test_observed_kernels_matched_every_path(results):
         if "observed" in r:
             assert r["instrumented"] == [r["observed"]], r
     assert all(not r["problems"] for r in rows)
+
+
+def test_committed_gpu_coverage_reached_everything_reachable_on_the_h200() -> None:
+    """The GPU suites' coverage (fixtures/gpu/coverage-gpu.json): every path and guard side
+    reachable on the H200 was reached there by the GPU's own events, native_fp4 is unreachable
+    on it with the reason, and the file combines with a CPU run of today's model."""
+    from nvfp4_harness.engine.analysis import Requirement
+    from nvfp4_harness.engine.combine import combine
+    from nvfp4_harness.engine.data import CoverageData
+    from nvfp4_harness.nvfp4.shapes import simulated_event
+    from nvfp4_kernels.model import MODEL
+
+    data = CoverageData.read(Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "coverage-gpu.json")
+    op = data.analyze().operator("nvfp4")
+    h200 = [d for d in op.per_device if d.label.startswith("NVIDIA H200")]
+    assert h200 and all(d.covered == d.total == 15 for d in h200), [(d.label, d.covered, d.total) for d in h200]
+    native = op.path("native_fp4")
+    assert not native.reachable and all("sm_120..129" in r for r in native.unreachable_on.values())
+    assert data.analyze().failures(Requirement.parse(["all-reachable"])) == []
+    assert op.summary == MODEL.summary
+    merged = combine([data, CoverageData.from_events([simulated_event(1, 64)])])
+    assert merged.operator("nvfp4").fingerprint == MODEL.fingerprint
