@@ -91,11 +91,9 @@ class FindingStatus:
     examples: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class DeviceCoverage:
-    """One device's share of a run: what was reachable there and what its own events reached."""
+class CoverageTotals:
+    """covered / total / percent from the four counts a subclass provides."""
 
-    label: str
     paths_reachable: int
     paths_hit: int
     sides_reachable: int
@@ -113,6 +111,17 @@ class DeviceCoverage:
     def percent(self) -> float:
         return 100.0 * self.covered / self.total if self.total else 100.0
 
+
+@dataclass(frozen=True)
+class DeviceCoverage(CoverageTotals):
+    """One device's share of a run: what was reachable there and what its own events reached."""
+
+    label: str
+    paths_reachable: int
+    paths_hit: int
+    sides_reachable: int
+    sides_hit: int
+
     def __add__(self, other: DeviceCoverage) -> DeviceCoverage:
         return DeviceCoverage(self.label, self.paths_reachable + other.paths_reachable,
                               self.paths_hit + other.paths_hit, self.sides_reachable + other.sides_reachable,
@@ -120,7 +129,7 @@ class DeviceCoverage:
 
 
 @dataclass(frozen=True)
-class OperatorAnalysis:
+class OperatorAnalysis(CoverageTotals):
     """One operator judged on the devices the run recorded facts for."""
 
     name: str
@@ -164,18 +173,6 @@ class OperatorAnalysis:
         return sum(s.required and s.count > 0 for s in self.sides)
 
     @property
-    def covered(self) -> int:
-        return self.paths_hit + self.sides_hit
-
-    @property
-    def total(self) -> int:
-        return self.paths_reachable + self.sides_reachable
-
-    @property
-    def percent(self) -> float:
-        return 100.0 * self.covered / self.total if self.total else 100.0
-
-    @property
     def missed_paths(self) -> tuple[PathStatus, ...]:
         return tuple(p for p in self.paths if p.missed)
 
@@ -197,7 +194,7 @@ class OperatorAnalysis:
 
 
 @dataclass(frozen=True)
-class Analysis:
+class Analysis(CoverageTotals):
     """Coverage of every operator of a run, with totals and failure messages."""
 
     devices: tuple[str, ...]
@@ -210,18 +207,6 @@ class Analysis:
                 return op
         raise UnknownPathError(f"no operator {name!r} in this data; recorded: "
                                f"{', '.join(o.name for o in self.operators) or 'none'}")
-
-    @property
-    def covered(self) -> int:
-        return sum(o.covered for o in self.operators)
-
-    @property
-    def total(self) -> int:
-        return sum(o.total for o in self.operators)
-
-    @property
-    def percent(self) -> float:
-        return 100.0 * self.covered / self.total if self.total else 100.0
 
     @property
     def paths_reachable(self) -> int:

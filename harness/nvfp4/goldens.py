@@ -34,16 +34,15 @@ Rules that keep goldens honest:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from nvfp4_harness.engine.data import write_atomic
 from nvfp4_harness.nvfp4.verify import tensor_sha256, to_numpy
 
 DEFAULT_KEY = "default"
@@ -160,21 +159,10 @@ class GoldenStore:
     def write(self, key: str, name: str, record: GoldenRecord) -> Path:
         """Write atomically: a temporary file in the same folder, then :func:`os.replace`."""
         path = self.path(key, name)
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = json.dumps({"schema": SCHEMA, "key": key, "name": name, "sha256": record.sha256,
                               "dtype": record.dtype, "shape": list(record.shape), "test": record.test},
                              indent=2, sort_keys=True) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(path, payload)
         return path
 
     def stored(self) -> set[tuple[str, str]]:
