@@ -40,3 +40,22 @@ def test_the_plugin_registers_no_listener_without_its_options(tmp_path) -> None:
                                   "--dispatch", "test_probe.py"], cwd=tmp_path, capture_output=True, text=True,
                                  timeout=120)
     assert with_option.returncode == 1 and "assert not" in with_option.stdout
+
+
+def test_every_package_folder_is_installed():
+    """A non-editable install ships only the packages pyproject.toml lists: every folder with
+    an __init__.py under harness/ and kernels/ must be there under its import name."""
+    from pathlib import Path
+
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    for name, folder in config["package-dir"].items():
+        for init in (root / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(root / folder)
+            package = ".".join((name, *relative.parts))
+            assert package in listed, f"{package} ({init.parent.relative_to(root)}) is not in pyproject's packages"
