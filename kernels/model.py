@@ -111,7 +111,7 @@ MODEL = DispatchModel("nvfp4", [
     "empty": "M == 0 or N == 0: the output has no elements, nothing is launched",
     "bias_only": "K == 0: the dot products are empty, the output is the bias (or zeros)",
 }, shared_kernels=(r"gemm", r"gemv", r"nvjet", r"cutlass", r"xmma", r"elementwise", r"Memcpy", r"Memset",
-                   r"splitk_finalize", r"reduce"))
+                   r"splitk_finalize", r"reduce"), kernel_sources=("cuda/*.cu",))
 
 PATH_NAMES: tuple[str, ...] = MODEL.path_names
 DEFAULT_POLICY = Policy()

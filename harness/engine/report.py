@@ -12,7 +12,7 @@ import sys
 
 from nvfp4_harness.engine.analysis import Requirement
 from nvfp4_harness.engine.data import CoverageData
-from nvfp4_harness.engine.reports import RENDERERS, write_report
+from nvfp4_harness.engine.reports import KINDS, write_report
 from nvfp4_harness.model import DispatchError
 
 
@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Print or write a report from a dispatch-coverage JSON file (from "
                     "--dispatch-report=json:PATH or python -m nvfp4_harness combine).")
     parser.add_argument("data", help="dispatch-coverage JSON file")
-    parser.add_argument("--format", default="term", choices=list(RENDERERS), help="report format (default term)")
+    parser.add_argument("--format", default="term", choices=list(KINDS), help="report format (default term)")
     parser.add_argument("-o", "--output", metavar="DEST", default=None,
                         help="write the report here instead of standard output")
     parser.add_argument("--require", action="append", default=[], metavar="[OPERATOR:]PATH|all-reachable",

@@ -26,6 +26,7 @@ report can say "guard side toy_matmul:blocked.k_mod_8 == False was never taken
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -240,7 +241,7 @@ class DispatchModel:
 
     def __init__(self, name: str, paths: Iterable[PathSpec], *, ops: Sequence[str] | None = None,
                  shortcuts: Mapping[str, str] | None = None, summary: str = "",
-                 shared_kernels: Sequence[str] = ()) -> None:
+                 shared_kernels: Sequence[str] = (), kernel_sources: Sequence[str] = ()) -> None:
         _check_name("model", name, _MODEL_NAME)
         self.name = name
         self.summary = summary
@@ -276,6 +277,12 @@ class DispatchModel:
         except (re.error, TypeError) as exc:
             raise InvalidModel(f"model {name!r}: a shared kernel pattern is not a regular expression ({exc})") from exc
         self.shared_kernels = tuple(shared_kernels)
+        if isinstance(kernel_sources, str):
+            raise InvalidModel(f"model {name!r}: kernel_sources must be a sequence of paths, "
+                               f"e.g. ({kernel_sources!r},)")
+        #: the kernel source files (glob patterns, relative to the file declaring the model): what
+        #: coverage.py's view of a run reports as executed for the paths a GPU took
+        self.kernel_sources = tuple(kernel_sources)
         op_names: tuple[str | None, ...] = (None,) + (self.ops or ())
         self._candidates: dict[str | None, tuple[PathSpec, ...]] = {
             op: tuple(p for p in self.paths if op is None or p.ops is None or op in p.ops) for op in op_names}
@@ -451,6 +458,7 @@ class DispatchModel:
             "source": str(self.source) if self.source else None,
             "ops": list(self.ops) if self.ops is not None else None,
             "shortcuts": dict(self.shortcuts),
+            "kernel_sources": self._kernel_source_files(),
             "fingerprint": self.fingerprint,
             "paths": [{
                 "name": p.name, "summary": p.summary, "source": str(p.source) if p.source else None,
@@ -459,6 +467,15 @@ class DispatchModel:
                             "source": str(g.source) if g.source else None} for g in p.guards],
             } for p in self.paths],
         }
+
+    def _kernel_source_files(self) -> list[str]:
+        """The kernel source files, resolved next to the model's file, as reports name files."""
+        base = os.path.dirname(self.source.file) if self.source else os.getcwd()
+        files: list[str] = []
+        for pattern in self.kernel_sources:
+            full = pattern if os.path.isabs(pattern) else os.path.join(base, pattern)
+            files += sorted(glob.glob(full))
+        return [SourceLocation(os.path.abspath(f), 0).display_file for f in dict.fromkeys(files)]
 
     @property
     def fingerprint(self) -> str:
