@@ -45,7 +45,7 @@ DeviceReason = Callable[[DeviceCaps], "str | None"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-_THIS_FILE = os.path.normcase(os.path.abspath(__file__))
+_THIS_FILE = os.path.normcase(os.path.realpath(__file__))
 
 
 # --- where a declaration is written ---------------------------------------------------------
@@ -65,8 +65,9 @@ class SourceLocation:
         frame = sys._getframe(1)
         while frame is not None:
             name = frame.f_code.co_filename
-            if not name.startswith("<") and os.path.normcase(os.path.abspath(name)) != _THIS_FILE:
-                return cls(os.path.abspath(name), frame.f_lineno)
+            real = os.path.realpath(name)  # a package imported through a link names its real file
+            if not name.startswith("<") and os.path.normcase(real) != _THIS_FILE:
+                return cls(real, frame.f_lineno)
             frame = frame.f_back
         return None
 
