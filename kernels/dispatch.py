@@ -25,8 +25,7 @@ from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
-from nvfp4_harness.model import DeviceCaps, Selection, build_event, bus, physical_gpu_index
-from nvfp4_harness.model.events import DispatchEvent
+from nvfp4_harness.model import DeviceCaps, Selection, build_event, bus, physical_gpu_index, record_shortcut
 from nvfp4_kernels import fast, reference
 from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
 
@@ -120,10 +119,7 @@ def _announce(op: str, path: str, problem: Problem, caps: DeviceCaps, policy: Po
 
 
 def _announce_shortcut(op: str, name: str, problem: Problem, caps: DeviceCaps) -> None:
-    if not bus.listening():
-        return
-    bus.announce(DispatchEvent(MODEL.name, name, (), problem, caps, op, None, False, problem.backend, (), True,
-                               model=MODEL))
+    record_shortcut(MODEL, name, problem, device=caps, op=op, backend=problem.backend)
 
 
 # --- input handling ---------------------------------------------------------------------------
