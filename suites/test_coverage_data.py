@@ -257,3 +257,67 @@ def test_requirement_parsing_and_resolution():
         Requirement.parse(["nope:gemv"]).resolve(known)
     with pytest.raises(UnknownPathError, match="OPERATOR:PATH"):
         Requirement.parse([":gemv"])
+
+
+def test_totals_add_the_counts():
+    """covered = paths hit + sides hit, summed over devices and operators (counts chosen so that
+    a bitwise or, xor or and would give another number)."""
+    from dataclasses import FrozenInstanceError
+
+    from nvfp4_harness.engine.analysis import DeviceCoverage
+
+    a = DeviceCoverage("gpu", paths_reachable=3, paths_hit=3, sides_reachable=12, sides_hit=7)
+    b = DeviceCoverage("gpu", paths_reachable=5, paths_hit=1, sides_reachable=6, sides_hit=5)
+    assert (a.covered, a.total) == (10, 15) and a.percent == pytest.approx(100 * 10 / 15)
+    total = a + b
+    assert (total.paths_reachable, total.paths_hit, total.sides_reachable, total.sides_hit) == (8, 4, 18, 12)
+    assert (total.covered, total.total, total.label) == (16, 26, "gpu")
+    with pytest.raises(FrozenInstanceError):
+        a.paths_hit = 0  # type: ignore[misc]
+
+
+def test_per_device_coverage_counts_each_devices_own_guard_sides_and_sums_over_operators():
+    from nvfp4_harness.model import DispatchModel, Guard, PathSpec
+    from nvfp4_harness.model import simulate as simulate_event
+
+    gpu0, gpu1 = DeviceCaps("NVIDIA H200", (9, 0), index=0), DeviceCaps("NVIDIA H200", (9, 0), index=1)
+    toy = DispatchModel("toy_totals", [PathSpec("small", guards=[Guard("m_small", "M <= 4", lambda p, d, pol: p <= 4)]),
+                                       PathSpec("big")])
+    events = [(event_for(1, 64, caps=gpu0), "a"), (event_for(64, 64, caps=gpu0), "b"), (event_for(1, 64, caps=gpu1), "c"),
+              (simulate_event(toy, 2, gpu1), "d"), (simulate_event(toy, 9, gpu1), "e")]
+    analysis = CoverageData.from_events(events).analyze()
+    label0, label1 = gpu0.label, gpu1.label
+    nvfp4 = {d.label: d for d in analysis.operator("nvfp4").per_device}
+    seen0 = {(o.path, o.guard, o.passed) for e, _ in events[:2] for o in e.outcomes}
+    seen1 = {(o.path, o.guard, o.passed) for e, _ in events[2:3] for o in e.outcomes}
+    reachable_sides = reachable_items([gpu0])[1]
+    assert nvfp4[label0].sides_hit == len(seen0 & reachable_sides)
+    assert nvfp4[label1].sides_hit == len(seen1 & reachable_sides)
+    assert nvfp4[label1].paths_hit == 1 and nvfp4[label0].paths_hit == 2
+    both = {d.label: d for d in analysis.per_device}
+    toy1 = {d.label: d for d in analysis.operator("toy_totals").per_device}[label1]
+    assert (toy1.paths_hit, toy1.sides_hit) == (2, 2)
+    assert both[label1].covered == nvfp4[label1].covered + toy1.covered
+    assert both[label1].total == nvfp4[label1].total + toy1.total
+
+
+def test_the_summary_rounds_percentages_to_two_places():
+    summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
+    assert summary["covered"] == 7 and summary["total"] == 15 and summary["percent"] == 46.67
+    assert summary["operators"]["nvfp4"]["percent"] == 46.67
+
+
+def test_path_names_that_sort_before_all_reachable_are_still_paths():
+    """Requirements compare names for equality: a path called 'abc' is a path, not 'all-reachable'."""
+    from nvfp4_harness.model import DispatchModel, PathSpec, simulate
+
+    model = DispatchModel("alpha", [PathSpec("abc", guards=[]), PathSpec("zzz")])
+    data = CoverageData.from_events([(simulate(model, 1), "t")])
+    requirement = Requirement.parse(["abc", "alpha:zzz"])
+    assert requirement.paths == ("abc", "alpha:zzz") and not requirement.all_reachable
+    assert requirement.all_reachable_operators(["alpha"]) == []
+    failures = data.analyze().failures(requirement)
+    assert failures == [f"required path alpha:zzz was never taken; "
+                        f"{data.analyze().operator('alpha').path_hint('zzz')} [{model.path('zzz').source}]"]
+    with pytest.raises(UnknownPathError, match="unknown dispatch path 'abd' of operator 'alpha'"):
+        Requirement.parse(["alpha:abd"]).resolve({"alpha": ("abc", "zzz")})

@@ -1,0 +1,129 @@
+"""Review the survivors of a cosmic-ray session (scripts/mutation_tool.sh) and write the report.
+
+    python scripts/mutation_review.py WORKDIR/guards WORKDIR/verdicts [--recheck] [-o docs/mutation-testing.md]
+
+Each surviving mutant is sorted into a category by what its diff changes:
+
+* ``annotation``: a type annotation (never evaluated: ``from __future__ import annotations``),
+  an equivalent mutant;
+* ``message``: only the text of an error, a detail or a report line;
+* ``logic``: anything else, a gap in the tests unless shown equivalent.
+
+``--recheck`` applies every survivor again in its copy (``cosmic-ray apply``), after copying
+this checkout's ``suites/`` into it, runs the session's test command and restores the file: the
+survivors the tests written since the run now kill are reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+CATEGORIES = ("annotation", "message", "logic")
+
+
+def session(copy: Path) -> list[dict]:
+    """Every job of the copy's session: its mutation and its outcome."""
+    dump = subprocess.run(["cosmic-ray", "dump", str(copy / "session.sqlite")], capture_output=True, text=True,
+                          check=True)
+    jobs = []
+    for line in dump.stdout.splitlines():
+        job, result = json.loads(line)
+        mutation = job["mutations"][0]
+        jobs.append({"module": mutation["module_path"], "operator": mutation["operator_name"],
+                     "occurrence": mutation["occurrence"], "line": mutation["start_pos"][0],
+                     "function": mutation.get("definition_name") or "", "outcome": (result or {}).get("test_outcome"),
+                     "diff": (result or {}).get("diff") or ""})
+    return jobs
+
+
+def changed_lines(diff: str) -> tuple[str, str]:
+    removed = [line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return "\n".join(removed), "\n".join(added)
+
+
+def category(job: dict) -> str:
+    """annotation / message / logic, from the changed line."""
+    before, after = changed_lines(job["diff"])
+    if before.count("| None") > after.count("| None"):  # the `|` of an annotation `X | None`
+        return "annotation"
+    if re.search(r"[\"']", before) and _inside_string_change(before, after):
+        return "message"
+    return "logic"
+
+
+def _inside_string_change(before: str, after: str) -> bool:
+    """True when the two lines differ only inside string literals or f-string fields of them."""
+    strip = lambda s: re.sub(r"f?\"[^\"]*\"|f?'[^']*'", "S", s)  # noqa: E731
+    return strip(before) == strip(after)
+
+
+def recheck(copy: Path, job: dict) -> bool:
+    """Apply the mutation again with today's tests; True when they kill it."""
+    config = tomllib.loads((copy / "cr.toml").read_text())["cosmic-ray"]
+    module = copy / job["module"]
+    pristine = module.read_text()
+    try:
+        subprocess.run(["cosmic-ray", "apply", job["module"], job["operator"], str(job["occurrence"])], cwd=copy,
+                       check=True, capture_output=True)
+        done = subprocess.run(config["test-command"], shell=True, cwd=copy, capture_output=True, timeout=300)
+        return done.returncode != 0
+    finally:
+        module.write_text(pristine)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("copies", nargs="+", type=Path)
+    parser.add_argument("--recheck", action="store_true")
+    parser.add_argument("-o", "--output", type=Path, default=None)
+    args = parser.parse_args(argv)
+    lines = []
+    for copy in args.copies:
+        if args.recheck:
+            shutil.rmtree(copy / "suites")
+            shutil.copytree(ROOT / "suites", copy / "suites")
+        jobs = session(copy)
+        done = [j for j in jobs if j["outcome"] is not None]
+        survivors = [j for j in done if j["outcome"] == "survived"]
+        by_category = Counter(category(j) for j in survivors)
+        killed_now = []
+        if args.recheck:
+            for job in survivors:
+                if category(job) == "logic" and recheck(copy, job):
+                    killed_now.append(job)
+        module = jobs[0]["module"] if jobs else "?"
+        lines += [f"## `{module}`", "",
+                  f"{len(jobs)} mutants, {len(done)} run, {len(done) - len(survivors)} killed by the suites, "
+                  f"{len(survivors)} survived: " + ", ".join(f"{by_category[c]} {c}" for c in CATEGORIES) + ".",
+                  ""]
+        if args.recheck:
+            lines += [f"Of the {by_category['logic']} logic survivors, {len(killed_now)} are killed by the tests "
+                      f"written after the run (re-applied one by one with `cosmic-ray apply`).", ""]
+        left = [j for j in survivors if category(j) == "logic" and j not in killed_now]
+        if left:
+            lines += ["Logic survivors left (line, function, operator: the change):", ""]
+            for job in sorted(left, key=lambda j: (j["line"], j["operator"])):
+                before, after = changed_lines(job["diff"])
+                lines.append(f"- {job['line']} `{job['function']}` {job['operator'].split('/')[-1]}: "
+                             f"`{before.strip()[:90]}` -> `{after.strip()[:90]}`")
+            lines.append("")
+    text = "\n".join(lines) + "\n"
+    if args.output:
+        args.output.write_text(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
