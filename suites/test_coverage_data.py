@@ -284,7 +284,8 @@ def test_per_device_coverage_counts_each_devices_own_guard_sides_and_sums_over_o
     toy = DispatchModel("toy_totals", [PathSpec("small", guards=[Guard("m_small", "M <= 4", lambda p, d, pol: p <= 4)]),
                                        PathSpec("big")])
     events = [(event_for(1, 64, caps=gpu0), "a"), (event_for(64, 64, caps=gpu0), "b"),
-              (event_for(1, 64, caps=gpu1), "c"), (simulate_event(toy, 2, gpu1), "d"), (simulate_event(toy, 9, gpu1), "e")]
+              (event_for(1, 64, caps=gpu1), "c"), (simulate_event(toy, 2, gpu1), "d"),
+              (simulate_event(toy, 9, gpu1), "e")]
     analysis = CoverageData.from_events(events).analyze()
     label0, label1 = gpu0.label, gpu1.label
     nvfp4 = {d.label: d for d in analysis.operator("nvfp4").per_device}
