@@ -137,3 +137,34 @@ def test_a_forced_policy_reaches_a_thread_and_a_threads_own_scope_wins():
 
     assert _paths_in_threads(threads) == [("prefill_scalar", True), ("prefill_vec8", True), ("prefill_vec8", False)]
     assert seen == ["prefill_scalar"], "after its own scope, the thread falls back to the open scope"
+
+
+def test_a_negative_gemv_max_m_is_refused():
+    with pytest.raises(InvalidArgument, match=r"gemv_max_m=...\) must be >= 0, got -1"):
+        Policy(gemv_max_m=-1)
+    assert Policy(gemv_max_m=0).gemv_max_m == 0
+
+
+def test_problems_are_hashable_and_equal_whatever_their_alignment_wording():
+    """Selections are cached on problems: they must hash, and the addresses in the alignment
+    detail (only words for messages) must not make two otherwise equal problems differ."""
+    from dataclasses import FrozenInstanceError
+
+    from nvfp4_kernels.model import Problem
+
+    a = Problem("matmul", 9, 32, 64, 16, "float16", "cpu", False, "B at address 0x1001 is not 4-byte aligned")
+    b = Problem("matmul", 9, 32, 64, 16, "float16", "cpu", False, "B at address 0x2003 is not 4-byte aligned")
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    with pytest.raises(FrozenInstanceError):
+        a.m = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("sm, native", [(119, False), (120, True), (121, True), (129, True), (130, False)])
+def test_native_fp4_is_reachable_exactly_on_sm120_to_sm129(sm, native):
+    from nvfp4_harness.model import DeviceCaps
+    from nvfp4_kernels.model import MODEL, Problem, select_path
+
+    device = DeviceCaps.simulated_gpu(sm // 10, sm % 10)
+    assert (MODEL.path("native_fp4").unreachable_reason(device) is None) == native
+    problem = Problem("matmul", 64, 64, 64, 16, "bfloat16", "cuda")
+    assert (select_path(problem, device).path == "native_fp4") == native
