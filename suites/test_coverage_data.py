@@ -322,3 +322,30 @@ def test_path_names_that_sort_before_all_reachable_are_still_paths():
                         f"{data.analyze().operator('alpha').path_hint('zzz')} [{model.path('zzz').source}]"]
     with pytest.raises(UnknownPathError, match="unknown dispatch path 'abd' of operator 'alpha'"):
         Requirement.parse(["alpha:abd"]).resolve({"alpha": ("abc", "zzz")})
+
+
+def test_analysis_edges_the_mutation_run_found_untested():
+    known = {"nvfp4": PATH_NAMES}
+    # parsing skips empty items and keeps going; resolving keeps every item after all-reachable
+    assert Requirement.parse(["gemv,,prefill_vec8"]).items == ((None, "gemv"), (None, "prefill_vec8"))
+    resolved = Requirement.parse(["all-reachable", "gemv"]).resolve(known)
+    assert resolved.items == ((None, "all-reachable"), ("nvfp4", "gemv"))
+    assert Requirement.parse(["gemv"]).all_reachable is False and Requirement.parse([]).active is False
+    # no device at all is judged as the CPU; an absent operator is an error, not a neighbour
+    assert CoverageData().analyze().devices == ("cpu",)
+    analysis = CoverageData.from_events(cpu_events(DECODE_ONLY)).analyze()
+    with pytest.raises(UnknownPathError, match="no operator 'a'"):
+        analysis.operator("a")
+    # an unresolvable requirement is reported among the failures, not raised
+    assert analysis.failures(Requirement.parse(["nope"]))[0].startswith("unknown dispatch path 'nope'")
+    # the exact words of a missed guarded path
+    op = analysis.operator("nvfp4")
+    vec8 = MODEL.path("prefill_vec8")
+    assert analysis.failures(Requirement.parse(["prefill_vec8"])) == [
+        "required path nvfp4:prefill_vec8 was never taken; it is taken when k_mod_8 (K % 8 == 0) and "
+        "block_size_even (block_size % 2 == 0) and aligned (packed rows 4-byte, output 16-byte aligned) and no "
+        f"earlier path in gemv > native_fp4 > prefill_vec8 > prefill_scalar applies [{vec8.source}]"]
+    # required sides carry no reason; per device, every reachable side counts in the denominator
+    assert all(s.reason is None for s in op.sides if s.required)
+    [cpu] = op.per_device
+    assert cpu.sides_reachable == len(reachable_items([CPU])[1]) and cpu.paths_reachable == 3
