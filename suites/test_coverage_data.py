@@ -349,3 +349,41 @@ def test_analysis_edges_the_mutation_run_found_untested():
     assert all(s.reason is None for s in op.sides if s.required)
     [cpu] = op.per_device
     assert cpu.sides_reachable == len(reachable_items([CPU])[1]) and cpu.paths_reachable == 3
+
+
+def test_more_edges_the_mutation_run_found_untested():
+    from nvfp4_harness.model import DispatchModel, Guard, PathSpec, simulate
+
+    # an empty analysis is 100%, not 99 or 101; per-device percentages are rounded like the others
+    assert CoverageData().analyze().percent == 100.0
+    summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
+    assert summary["per_device"]["cpu"]["percent"] == 46.67
+    # a path named before 'all-reachable' is required on its own, not as 'every reachable path'
+    model = DispatchModel("alpha", [PathSpec("abc", guards=[Guard("big", "p > 5", lambda p, d, pol: p > 5)]),
+                                    PathSpec("mid", guards=[Guard("medium", "p > 3", lambda p, d, pol: p > 3)]),
+                                    PathSpec("zzz")])
+    data = CoverageData.from_events([(simulate(model, 4), "t")])
+    failures = data.analyze().failures(Requirement.parse(["alpha:abc"]))
+    assert len(failures) == 1 and failures[0].startswith("required path alpha:abc was never taken")
+    known = {"alpha": model.path_names, "nvfp4": PATH_NAMES}
+    with pytest.raises(UnknownPathError, match="unknown dispatch path 'zzzz' of operator 'alpha'"):
+        Requirement.parse(["alpha:zzzz"]).resolve(known)
+    assert Requirement.parse(["alpha:abc", "gemv"]).resolve(known).items == (("alpha", "abc"), ("nvfp4", "gemv"))
+    with pytest.raises(UnknownPathError, match=r"known: none \(register its model with --dispatch-model\)"):
+        Requirement.parse(["alpha:abc"]).resolve({})
+    with pytest.raises(UnknownPathError, match="recorded: none"):
+        CoverageData().analyze().operator("alpha")
+    # the sides of an unreachable path carry that path's reason, whatever the names' order
+    gpu_only = DispatchModel("order", [PathSpec("zeta", guards=[Guard("any", "always", lambda p, d, pol: True)]),
+                                       PathSpec("alpha_gpu", unreachable=lambda d: None if d.sm else "needs a GPU",
+                                                guards=[Guard("g", "always", lambda p, d, pol: True)]),
+                                       PathSpec("last")])
+    op = CoverageData.from_events([(simulate(gpu_only, 1), "t")]).analyze().operator("order")
+    assert [s.reason for s in op.sides_of("alpha_gpu")] == ["needs a GPU", "needs a GPU"]
+    # findings say how many calls
+    finding = DispatchModel("findings", [PathSpec("a"), PathSpec("b")])
+    from nvfp4_harness.model import build_event
+
+    events = [(build_event(finding, "b", i), f"t{i}") for i in range(2)]
+    [message] = CoverageData.from_events(events).analyze().failures()
+    assert "(2 calls; e.g. t0, t1)" in message

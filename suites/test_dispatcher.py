@@ -258,7 +258,8 @@ def test_event_round_trips_through_a_dict(events):
 def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
     """Each guard's detail (what a FAIL line and an event's reason print) for one problem; the
     strings are the documented wording, so a guard that reports the wrong number is caught."""
-    problem = Problem("matmul", 9, 33, 70, 7, "bfloat16", "cpu", False, "B at address 0x1001 is not 4-byte aligned")
+    # N = 70: 70 % 32 = 6, where 70 ^ 32, 70 // 32 and 70 - 32 all differ (N = 33 would not tell)
+    problem = Problem("matmul", 9, 70, 70, 7, "bfloat16", "cpu", False, "B at address 0x1001 is not 4-byte aligned")
     policy = Policy(gemv_max_m=8, native_fp4_enabled=False)
     want = {
         "gemv.m_in_range": "M=9, gemv_max_m=8",
@@ -268,13 +269,13 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
         "native_fp4.enabled": "native_fp4_enabled=False",
         "native_fp4.block_size_16": "block_size=7",
         "native_fp4.k_mod_32": "K=70, K % 32 = 6",
-        "native_fp4.n_mod_32": "N=33, N % 32 = 1",
+        "native_fp4.n_mod_32": "N=70, N % 32 = 6",
         "prefill_vec8.k_mod_8": "K=70, K % 8 = 6",
         "prefill_vec8.block_size_even": "block_size=7",
         "prefill_vec8.aligned": "misaligned: B at address 0x1001 is not 4-byte aligned",
     }
     got = {f"{p.name}.{g.name}": g.explain(problem, DeviceCaps.cpu(), policy) for p in MODEL.paths for g in p.guards}
     assert got == want
-    aligned = Problem("dequantize", None, 33, 70, 7, "bfloat16", "cpu", True, "B 4-byte and output 16-byte aligned")
+    aligned = Problem("dequantize", None, 70, 70, 7, "bfloat16", "cpu", True, "B 4-byte and output 16-byte aligned")
     assert MODEL.guard("prefill_vec8", "aligned").explain(aligned, DeviceCaps.cpu(), policy) == \
         "B 4-byte and output 16-byte aligned"
