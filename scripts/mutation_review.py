@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         killed_now = []
         if args.recheck:
             for job in survivors:
-                if category(job) == "logic" and recheck(copy, job):
+                if category(job) != "annotation" and recheck(copy, job):
                     killed_now.append(job)
         module = jobs[0]["module"] if jobs else "?"
         lines += [f"## `{module}`", "",
@@ -108,14 +108,16 @@ def main(argv: list[str]) -> int:
                   f"{len(survivors)} survived: " + ", ".join(f"{by_category[c]} {c}" for c in CATEGORIES) + ".",
                   ""]
         if args.recheck:
-            lines += [f"Of the {by_category['logic']} logic survivors, {len(killed_now)} are killed by the tests "
-                      f"written after the run (re-applied one by one with `cosmic-ray apply`).", ""]
-        left = [j for j in survivors if category(j) == "logic" and j not in killed_now]
+            now = Counter(category(j) for j in killed_now)
+            lines += [f"Re-applied one by one (`cosmic-ray apply`) against the tests written after the run, "
+                      f"{len(killed_now)} of the {len(survivors) - by_category['annotation']} message and logic "
+                      f"survivors are now killed ({now['message']} message, {now['logic']} logic).", ""]
+        left = [j for j in survivors if category(j) != "annotation" and j not in killed_now]
         if left:
-            lines += ["Logic survivors left (line, function, operator: the change):", ""]
+            lines += ["Survivors left (line, function, category, operator: the change):", ""]
             for job in sorted(left, key=lambda j: (j["line"], j["operator"])):
                 before, after = changed_lines(job["diff"])
-                lines.append(f"- {job['line']} `{job['function']}` {job['operator'].split('/')[-1]}: "
+                lines.append(f"- {job['line']} `{job['function']}` {category(job)} {job['operator'].split('/')[-1]}: "
                              f"`{before.strip()[:90]}` -> `{after.strip()[:90]}`")
             lines.append("")
     text = "\n".join(lines) + "\n"

@@ -387,3 +387,40 @@ def test_more_edges_the_mutation_run_found_untested():
     events = [(build_event(finding, "b", i), f"t{i}") for i in range(2)]
     [message] = CoverageData.from_events(events).analyze().failures()
     assert "(2 calls; e.g. t0, t1)" in message
+
+
+def test_a_guard_that_cannot_hold_on_a_device_makes_its_path_unreachable_there_only():
+    """``true_unreachable`` on a guard: the path cannot be taken on that device (all its guards
+    must hold), so the path and both its sides leave that device's denominator with the guard's
+    reason, while a device that can take it keeps them required."""
+    from nvfp4_harness.model import DeviceCaps, DispatchModel, Guard, PathSpec, simulate
+
+    model = DispatchModel("sided", [
+        PathSpec("tensor", guards=[Guard("has_gpu", "device is a GPU", lambda p, d, pol: d.sm is not None,
+                                         true_unreachable=lambda d: None if d.sm else "a CPU is no GPU")]),
+        PathSpec("scalar")])
+    gpu = DeviceCaps.simulated_gpu(9)
+    cpu_only = CoverageData.from_events([(simulate(model, 1), "t_cpu")]).analyze().operator("sided")
+    assert [(s.required, s.reason) for s in cpu_only.sides_of("tensor")] == [(False, "a CPU is no GPU")] * 2
+    [cpu] = cpu_only.per_device
+    assert (cpu.paths_reachable, cpu.paths_hit, cpu.sides_reachable, cpu.sides_hit) == (1, 1, 0, 0)
+
+    both = CoverageData.from_events([(simulate(model, 1), "t_cpu"), (simulate(model, 1, gpu), "t_gpu")])
+    op = both.analyze().operator("sided")
+    assert [(s.passed, s.required, s.reason, s.count) for s in op.sides_of("tensor")] == [
+        (True, True, None, 1), (False, True, None, 1)]
+    by_label = {d.label: (d.paths_reachable, d.paths_hit, d.sides_reachable, d.sides_hit) for d in op.per_device}
+    assert by_label == {"cpu": (1, 1, 0, 0), gpu.label: (2, 1, 2, 1)}
+
+
+def test_a_declared_operator_with_no_calls_requires_every_path_and_side():
+    """A model registered for a run that never called it: no device was judged, so nothing is
+    excused and the report shows every path and side missing."""
+    from nvfp4_harness.model import DispatchModel, Guard, PathSpec
+
+    data = CoverageData()
+    data.declare(DispatchModel("idle", [PathSpec("fast", guards=[Guard("small", "p < 4", lambda p, d, pol: p < 4)]),
+                                        PathSpec("slow")]))
+    op = data.analyze().operator("idle")
+    assert [(p.name, p.reachable, p.hits) for p in op.paths] == [("fast", True, 0), ("slow", True, 0)]
+    assert [(s.required, s.reason, s.missed) for s in op.sides] == [(True, None, True)] * 2
