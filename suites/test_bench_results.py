@@ -137,9 +137,15 @@ def test_benchmarks_md_is_generated_from_the_newest_results(tmp_path: Path) -> N
 
 
 MULTI_GPU = sorted((REPO / "benchmarks" / "multi_gpu").glob("multi-gpu-*.json"))
+#: Until a machine with two GPUs has run `python -m nvfp4_harness multi-gpu`, say so instead of
+#: pytest's "got empty parameter set".
+MULTI_GPU_CASES = [pytest.param(p, id=p.name) for p in MULTI_GPU] or [pytest.param(
+    None, id="none-committed", marks=pytest.mark.skip(
+        reason="no benchmarks/multi_gpu/multi-gpu-*.json committed yet; run python -m nvfp4_harness multi-gpu "
+               "on a machine with 2+ GPUs and commit its file"))]
 
 
-@pytest.mark.parametrize("path", MULTI_GPU, ids=[p.name for p in MULTI_GPU])
+@pytest.mark.parametrize("path", MULTI_GPU_CASES)
 def test_committed_multi_gpu_results_are_consistent(path: Path) -> None:
     """A multi-GPU run: both GPUs took events, the speedup and serial fraction follow from the
     wall times, and the one-GPU and all-GPU runs reached the same coverage."""
