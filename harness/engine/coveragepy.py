@@ -161,11 +161,9 @@ def write(data: CoverageData, path: str | os.PathLike[str]) -> None:
 # --- the coverage.py plugin -------------------------------------------------------------------
 
 try:
-    import coverage as _coverage
     from coverage.plugin import CoveragePlugin, FileReporter
 except ImportError:  # pragma: no cover - coverage is a dependency
     CoveragePlugin = FileReporter = object  # type: ignore[misc, assignment]
-    _coverage = None
 
 
 class CudaReporter(FileReporter):  # type: ignore[misc, valid-type]

@@ -10,9 +10,6 @@ from typing import Any
 from nvfp4_harness.model.declare import GuardOutcome, Selection
 from nvfp4_harness.model.devices import DeviceCaps
 
-#: how an event was obtained
-MODES = ("instrumented", "observed", "simulated")
-
 
 @dataclass(slots=True, eq=False)
 class DispatchEvent:
