@@ -1,40 +1,62 @@
 #!/usr/bin/env bash
-# One device call on the H200: install, build, verify and capture (phase "verify"), or time
-# everything beside the copy ceiling (phase "bench"). Results are packed into $OUT as tarballs
-# because the device tool returns at most 8 files; unpack them at the repository root.
+# One device call on the H200 (or a host with several GPUs). Results are packed into $OUT as
+# tarballs because the device tool returns at most 8 files; unpack them at the repository root.
 #
-#   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh verify
+#   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh verify|bench|host|all
+#
+# verify: the multi-GPU run (when the host has 2+ GPUs), the GPU suites with their gate and
+#         coverage JSON, new GPU-keyed goldens, gpu-check and an ncu profile of each kernel;
+# bench:  every benchmark section beside the copy ceiling;
+# host:   only the host-time section and a per-call host profile (quick #14 iterations).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|bench|all}
+phase=${1:?usage: gpu_session.sh verify|bench|host|all}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci
+export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+commit=${NVFP4_GIT_COMMIT:-unknown}
 status=0
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
 step install
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 
 if [[ $phase == verify || $phase == all ]]; then
-  step "dispatch suites on the GPU (coverage JSON for combine)"
-  python3 -m pytest -n 8 -m dispatch -q -p no:cacheprovider \
-    --dispatch-report=term --dispatch-report=json:fixtures/gpu/coverage-gpu.json \
-    --dispatch-require=all-reachable 2>&1 | tee "$OUT/pytest-gpu.log" | tail -60 || status=1
+  if (( gpus > 1 )); then
+    step "multi-gpu: the GPU dispatch suites on 1 and on $gpus GPUs"
+    python3 -m nvfp4_harness multi-gpu --git-commit "$commit" 2>&1 | tail -4 || status=1
+  fi
+  step "GPU suites (gate, coverage JSON for combine)"
+  python3 -m pytest -n 8 -q -p no:cacheprovider -m "dispatch or gpu" --dispatch-report=term-missing \
+    --dispatch-report=json:fixtures/gpu/coverage-gpu.json --dispatch-require=all-reachable \
+    > "$OUT/pytest-gpu.log" 2>&1 || status=1
+  grep -E " passed| failed|^FAILED|^ERROR|FAIL:|TOTAL" "$OUT/pytest-gpu.log" | head -30
   step "GPU-keyed goldens (this run fails by design when it writes new goldens)"
-  python3 -m pytest -n 8 -m dispatch -q -p no:cacheprovider --golden-update 2>&1 | tail -8
-  step "gpu-check"
+  python3 -m pytest -n 8 -q -p no:cacheprovider -m "dispatch or gpu" --golden-update 2>&1 \
+    | grep -E "recorded|passed|failed" | head -8
+  step gpu-check
   python3 -m nvfp4_harness gpu-check 2>&1 | tee "$OUT/gpu-check.log" | tail -30 || status=1
   step "ncu (clock control off): the limiter of each kernel on the largest seed-of-6 shape"
   ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section LaunchStats \
     python3 -m nvfp4_harness.nvfp4.profile_once > fixtures/gpu/ncu-kernels.txt 2>&1; tail -3 fixtures/gpu/ncu-kernels.txt
-  tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens
+  tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens benchmarks/multi_gpu 2>/dev/null
 fi
 
 if [[ $phase == bench || $phase == all ]]; then
   step bench
-  python3 -m nvfp4_harness bench --out benchmarks/results --git-commit "${NVFP4_GIT_COMMIT:-unknown}" 2>&1 | tee "$OUT/bench.log" | tail -80 || status=1
+  python3 -m nvfp4_harness bench --out benchmarks/results --git-commit "$commit" 2>&1 \
+    | tee "$OUT/bench.log" | tail -80 || status=1
   tar czf "$OUT/bench.tgz" benchmarks/results
+fi
+
+if [[ $phase == host ]]; then
+  step "bench --only host"
+  python3 -m nvfp4_harness bench --only host --out benchmarks/results --git-commit "$commit" 2>&1 \
+    | tee "$OUT/bench.log" | tail -25 || status=1
+  step "host profile of one decode call"
+  python3 scripts/host_profile.py 1 17408 5120 2>&1 | head -45 > "$OUT/host-profile.txt"; head -30 "$OUT/host-profile.txt"
+  tar czf "$OUT/host.tgz" benchmarks/results
 fi
 exit $status
