@@ -25,9 +25,12 @@ KERNEL_NAMES: dict[str, str] = {
     "prefill_vec8": "nvfp4_dequant_vec8_kernel",
     "prefill_scalar": "nvfp4_dequant_scalar_kernel",
     "gemv": "nvfp4_gemv_kernel",
+    "fused_mma": "nvfp4_fused_mma_kernel",
 }
 #: the extra kernel a split-K GEMV launches after nvfp4_gemv_kernel
 GEMV_FINALIZE_KERNEL = "nvfp4_gemv_splitk_finalize_kernel"
+#: the extra kernel a split-K fused launch runs after nvfp4_fused_mma_kernel
+FUSED_FINALIZE_KERNEL = "nvfp4_fused_splitk_finalize_kernel"
 PROBE_KERNEL = "nvfp4_fp4_probe_kernel"
 
 _lock = threading.Lock()
@@ -42,6 +45,9 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_dequant_vec8": (ctypes.c_int, [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _I32, _P]),
     "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
+    "nvfp4_launch_fused": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_fused_tile": (ctypes.c_int, [_I32]),
+    "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),
     "nvfp4_launch_args_size": (ctypes.c_int, []),
@@ -59,7 +65,7 @@ class LaunchArgs(ctypes.Structure):
 
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
-PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2}
+PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3}
 #: LaunchArgs seen as 12 uint64 words (the fast path writes the per-call ones by index, which
 #: costs a tenth of a Structure field write): pointers at 0..7, n, k, then two words that each
 #: hold two int32 fields, low half first (little-endian, as on every CUDA host)
@@ -310,6 +316,88 @@ def launch_gemv(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, 
                                            m, n, k, bf16, splits, stream)
     if err:
         _check(err, KERNEL_NAMES["gemv"])
+
+
+def _check_matmul_operands(path: str, a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
+                           max_m: int, k_multiple: int) -> tuple[int, int, int, int]:
+    """Validate a fused launch (GEMV or tensor-core kernel); returns (m, n, k, bf16)."""
+    import torch
+
+    if not isinstance(out, torch.Tensor) or not out.is_cuda:
+        raise TypeError("out must be a CUDA torch tensor of dtype float16 or bfloat16")
+    device = out.device
+    _require_cuda("a", a, device)
+    _require_cuda("out", out, device)
+    if a.dim() != 2 or out.dim() != 2:
+        raise ValueError(f"a must be [M, K] and out [M, N]; got {list(a.shape)} and {list(out.shape)}")
+    m, k = int(a.shape[0]), int(a.shape[1])
+    n = int(out.shape[1])
+    if int(out.shape[0]) != m:
+        raise ValueError(f"out must have M={m} rows, got {list(out.shape)}")
+    if not 1 <= m <= max_m:
+        raise ValueError(f"the {path} kernel takes 1 <= M <= {max_m} activation rows, got M={m}; "
+                         f"use the prefill path")
+    if k % k_multiple:
+        raise ValueError(f"the {path} kernel needs K % {k_multiple} == 0, got K={k}; use the prefill path")
+    bf16 = _dtype_flag(a, "a")
+    if out.dtype != a.dtype:
+        raise TypeError(f"out must have a's dtype {a.dtype}, got {out.dtype}")
+    _check_weights(packed, scales, g, 16, n, k, device)
+    if bias is not None:
+        _require_cuda("bias", bias, device)
+        if bias.dtype != a.dtype or tuple(bias.shape) != (n,):
+            raise ValueError(f"bias must be [{n}] of dtype {a.dtype}, got {bias.dtype} {list(bias.shape)}")
+    return m, n, k, bf16
+
+
+def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, splits: int | None = None) -> None:
+    """out[M, N] = a[M, K] @ W^T (+ bias) with the fused tensor-core kernel; 1 <= M <= 256,
+    block_size 16, K % 128 == 0. fp32 accumulation; the bias is added in fp32 before the single
+    rounding. ``splits`` (K splits) defaults to :func:`fused_splits` for the shape and GPU; it
+    changes the summation order, so the bits of a shape are pinned per GPU and split count."""
+    from nvfp4_kernels.reference import FUSED_STEP_K
+    from nvfp4_kernels.tiling import FUSED_MAX_M
+
+    m, n, k, bf16 = _check_matmul_operands("fused_mma", a, packed, scales, g, bias, out, FUSED_MAX_M, FUSED_STEP_K)
+    if splits is None:
+        splits = fused_splits(n, k, m, out.device.index)
+    if isinstance(splits, bool) or not isinstance(splits, int) or not 1 <= splits <= k // FUSED_STEP_K:
+        raise ValueError(f"splits must be an int in [1, K/{FUSED_STEP_K} = {k // FUSED_STEP_K}], got {splits!r}")
+    if n == 0:
+        return
+    launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
+                 bf16, splits, _stream(out))
+
+
+@functools.lru_cache(maxsize=4096)
+def fused_splits(n: int, k: int, m: int, device_index: int | None = None) -> int:
+    """The fused kernel's K split count for this shape on a GPU (its multiprocessor count and the
+    configuration's occupancy asked of the device once per shape)."""
+    import torch
+    from nvfp4_kernels.tiling import fused_split_count
+
+    index = torch.cuda.current_device() if device_index is None else device_index
+    sms = torch.cuda.get_device_properties(index).multi_processor_count
+    with torch.cuda.device(index):
+        occupancy = int(load_library().nvfp4_fused_occupancy(m))
+    if occupancy < 1:
+        raise RuntimeError(f"nvfp4_fused_occupancy({m}) failed on cuda:{index}: the fused kernel cannot run there")
+    return fused_split_count(n, k, m, sms=sms, blocks_per_sm=occupancy)
+
+
+def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, out: Any, m: int, n: int, k: int,
+                 bf16: int, splits: int, stream: int) -> None:
+    """Launch the fused kernel on arguments :func:`fused_mma` (or the dispatcher's plan) has
+    already checked: ``a`` and ``packed`` 16-byte and ``scales`` 8-byte aligned."""
+    workspace = None
+    if splits > 1:
+        workspace = gemv_workspace(out.device.index, stream, splits * m * n)
+    lib = _lib if _lib is not None else load_library()
+    err = lib.nvfp4_launch_fused(a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr,
+                                 None if bias is None else bias.data_ptr(), out.data_ptr(),
+                                 None if workspace is None else workspace.data_ptr(), m, n, k, bf16, splits, stream)
+    if err:
+        _check(err, KERNEL_NAMES["fused_mma"])
 
 
 def packed_launcher() -> Any:

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import ml_dtypes
 import numpy as np
 from nvfp4_harness.model import DeviceCaps, Selection, build_event, bus, physical_gpu_index, record_shortcut
-from nvfp4_kernels import fast, reference
+from nvfp4_kernels import fast, reference, tiling
 from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -38,6 +38,7 @@ CPU = DeviceCaps.cpu()
 #: what each path runs: reference functions on the CPU, kernel functions on CUDA
 _CPU_KERNELS = {
     ("matmul", "gemv"): ("reference.gemv",),
+    ("matmul", "fused_mma"): ("reference.fused_mma",),
     ("matmul", "prefill_vec8"): ("reference.dequantize_vec8", "reference.accumulate_fp32"),
     ("matmul", "prefill_scalar"): ("reference.dequantize_scalar", "reference.accumulate_fp32"),
     ("dequantize", "prefill_vec8"): ("reference.dequantize_vec8",),
@@ -45,6 +46,7 @@ _CPU_KERNELS = {
 }
 _CUDA_KERNELS = {
     ("matmul", "gemv"): ("nvfp4_gemv_kernel",),
+    ("matmul", "fused_mma"): ("nvfp4_fused_mma_kernel",),
     ("matmul", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel", "cuBLAS GEMM"),
     ("matmul", "prefill_scalar"): ("nvfp4_dequant_scalar_kernel", "cuBLAS GEMM"),
     ("dequantize", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel",),
@@ -457,6 +459,9 @@ def _cpu_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: An
     g = _global_scale_host(weight_scale_2)
     if path == "gemv":
         y = reference.gemv(a_np, b_np, s_np, g, block_size, bias_np)
+    elif path == "fused_mma":
+        splits = tiling.fused_split_count(n, k, a_np.shape[0])  # the split structure an H200 runs
+        y = reference.fused_mma(a_np, b_np, s_np, g, block_size, bias_np, splits=splits)
     elif path in ("prefill_vec8", "prefill_scalar"):
         y = reference.prefill(a_np, b_np, s_np, g, block_size, bias_np,
                               dequant_path="vec8" if path == "prefill_vec8" else "scalar")
@@ -545,6 +550,9 @@ def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: A
     if path == "gemv":
         y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
         cuda_backend.gemv(a_dev, b_dev, s_dev, g_dev, bias_dev, y)
+    elif path == "fused_mma":
+        y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
+        cuda_backend.fused_mma(a_dev, b_dev, s_dev, g_dev, bias_dev, y)
     elif path in ("prefill_vec8", "prefill_scalar"):
         scratch = torch.empty((n, k), dtype=a_dev.dtype, device=device)
         cuda_backend.dequantize(path, b_dev, s_dev, g_dev, block_size, scratch)

@@ -65,7 +65,9 @@ class Plan:
         self.a_dtype = getattr(torch, problem.dtype)
         self.m, self.n, self.k, self.block_size = problem.m, problem.n, problem.k, problem.block_size
         self.bf16 = 1 if problem.dtype == "bfloat16" else 0
-        self.splits = cuda_backend.gemv_splits(problem.n, problem.k) if self.path == "gemv" else 0
+        self.splits = (cuda_backend.gemv_splits(problem.n, problem.k) if self.path == "gemv"
+                       else cuda_backend.fused_splits(problem.n, problem.k, problem.m, prepared.device.index)
+                       if self.path == "fused_mma" else 0)
         self.device_index = prepared.device.index  # as this process numbers it (caps carry the host's)
         self.out_shape = prepared.lead + (problem.n,)
         self.reshape = self.out_shape != (problem.m, problem.n)
@@ -134,9 +136,9 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
     if plan.g_ref is not None:
         words[_G] = g.data_ptr()  # a device global scale is read where it lies now
     path = plan.path
-    if path == "gemv":
+    if path == "gemv" or path == "fused_mma":
         a_ptr = a.data_ptr()
-        if a_ptr % 16 or plan.b_ptr % 16 or plan.scales_ptr % 2:
+        if a_ptr % 16 or plan.b_ptr % 16 or plan.scales_ptr % (2 if path == "gemv" else 8):
             return MISS  # the full path launches on aligned copies
         out = a.new_empty((plan.m, plan.n))
         words[_A], words[_OUT] = a_ptr, out.data_ptr()

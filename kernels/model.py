@@ -1,6 +1,6 @@
 """The NVFP4 operator's dispatch model, declared through the public dispatch-model API.
 
-This module is the operator's whole dispatch policy as data: four paths in preference order,
+This module is the operator's whole dispatch policy as data: five paths in preference order,
 each with the guards that must all hold (every guard on its own line, which is the line a
 coverage report points at), the operations that may take it, and the kernels it launches.
 :mod:`nvfp4_kernels.dispatch` chooses paths with ``MODEL.select`` and announces each call;
@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 
 from nvfp4_harness.model import DeviceCaps, DispatchModel, Guard, InvalidArgument, ModelRegistry, PathSpec, Selection
 
+#: the largest M the fused tensor-core kernel takes (kernels/cuda/fused_mma.cu; nvfp4_kernels.tiling)
+FUSED_MAX_M = 256
+#: the fused kernel's K step: 128 values per step, so K % 128 == 0
+FUSED_K_MULTIPLE = 128
+
 OPS = ("matmul", "dequantize")
 
 
@@ -21,13 +26,20 @@ OPS = ("matmul", "dequantize")
 class Policy:
     """Tunable dispatch policy.
 
-    ``gemv_max_m``: the largest M the decode GEMV takes (the measured GEMV/prefill crossover is
-    in BENCHMARKS.md). ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
+    ``gemv_max_m``: the largest M the decode GEMV takes. ``fused_max_m``: the largest M the fused
+    tensor-core path takes (at most 256); GEMV comes first in preference order, so the fused path
+    runs for ``gemv_max_m < M <= fused_max_m``. Both defaults are the crossovers measured by the
+    bench's M sweep (BENCHMARKS.md, section "paths"; a CPU test checks them against the committed
+    run): on the H200 the fused path beat the GEMV at every M from 1 to 8 on both large shapes,
+    so the GEMV is taken only when a policy asks for it, and prefill beat the fused path from
+    M = 96 on.
+    ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
     ``force_path``: take this path regardless of preference order, for A/B runs; its guards
     must still hold, otherwise the call raises instead of running a kernel out of its domain.
     """
 
-    gemv_max_m: int = 8
+    gemv_max_m: int = 0
+    fused_max_m: int = 64
     native_fp4_enabled: bool = True
     force_path: str | None = None
 
@@ -36,6 +48,11 @@ class Policy:
             raise InvalidArgument(f"Policy(gemv_max_m=...) must be an int, got {self.gemv_max_m!r}")
         if self.gemv_max_m < 0:
             raise InvalidArgument(f"Policy(gemv_max_m=...) must be >= 0, got {self.gemv_max_m}")
+        if isinstance(self.fused_max_m, bool) or not isinstance(self.fused_max_m, int):
+            raise InvalidArgument(f"Policy(fused_max_m=...) must be an int, got {self.fused_max_m!r}")
+        if not 0 <= self.fused_max_m <= FUSED_MAX_M:
+            raise InvalidArgument(f"Policy(fused_max_m=...) must be in [0, {FUSED_MAX_M}] (the fused kernel's "
+                                  f"largest M tile range), got {self.fused_max_m}")
         if not isinstance(self.native_fp4_enabled, bool):
             raise InvalidArgument(f"Policy(native_fp4_enabled=...) must be True or False, got "
                                   f"{self.native_fp4_enabled!r}")
@@ -95,6 +112,16 @@ MODEL = DispatchModel("nvfp4", [
               detail=lambda p, d, pol: f"K={p.k}, K % 32 = {p.k % 32}"),
         Guard("n_mod_32", "N % 32 == 0", lambda p, d, pol: p.n % 32 == 0,
               detail=lambda p, d, pol: f"N={p.n}, N % 32 = {p.n % 32}"),
+    ]),
+    PathSpec("fused_mma", "fused tensor-core matmul: packed weights read once per M tile, decoded in registers",
+             ops=("matmul",), kernels=(r"nvfp4_fused_mma_kernel",), guards=[
+        Guard("m_in_range", "1 <= M <= policy.fused_max_m",
+              lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.fused_max_m,
+              detail=lambda p, d, pol: f"M={p.m}, fused_max_m={pol.fused_max_m}"),
+        Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
+              detail=lambda p, d, pol: f"block_size={p.block_size}"),
+        Guard("k_mod_128", "K % 128 == 0", lambda p, d, pol: p.k % FUSED_K_MULTIPLE == 0,
+              detail=lambda p, d, pol: f"K={p.k}, K % 128 = {p.k % FUSED_K_MULTIPLE}"),
     ]),
     PathSpec("prefill_vec8", "8 values per thread dequant to scratch, then cuBLAS", ops=OPS,
              kernels=(r"nvfp4_dequant_vec8_kernel",), guards=[

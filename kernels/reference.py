@@ -10,6 +10,7 @@ up here, not only on a GPU):
 * :func:`dequantize_vec8` - one 32-bit word (8 values) at a time, the starting block computed
   once per chunk and a remaining-pairs counter that advances the scale mid-chunk.
 * :func:`gemv` - decode fused with an fp32 dot product; bias added before the single rounding.
+* :func:`fused_mma` - the same decode, fp32 sums per K split, partials summed in split order.
 * :func:`prefill` - dequantize to a scratch buffer, fp32-accumulated matmul, round, add bias.
 
 Every element follows the contract of docs/contract.md:
@@ -26,6 +27,7 @@ from typing import Any, Literal, TypeVar
 
 import ml_dtypes
 import numpy as np
+from nvfp4_kernels.model import FUSED_K_MULTIPLE
 from nvfp4_kernels.nvfp4 import CANONICAL_NAN_BITS, E2M1_TABLE, E4M3_TABLE
 
 DTypeName = Literal["float16", "bfloat16"]
@@ -203,6 +205,28 @@ def accumulate_fp32(a32: np.ndarray, w32_t: np.ndarray) -> np.ndarray:
 GEMV_ROWS_PER_TILE = 1024
 
 
+def _decoded_rows_t(packed_tile: np.ndarray, scale_tile: np.ndarray, g: np.float32, dtype: str) -> np.ndarray:
+    """W^T of a tile of rows (block size 16) as float32 values of T: what the fused kernels
+    hold in their MMA fragments after decoding in registers."""
+    rows, k = packed_tile.shape[0], 2 * packed_tile.shape[1]
+    codes = np.empty((rows, k), dtype=np.uint8)
+    codes[:, 0::2], codes[:, 1::2] = packed_tile & 0x0F, packed_tile >> 4
+    block_scale = E4M3_TABLE[scale_tile] * g  # one per 16 values
+    w = E2M1_TABLE[codes].reshape(rows, k // 16, 16) * block_scale[..., None]
+    return np.ascontiguousarray(round_fp32_to(w.reshape(rows, k), dtype).astype(np.float32).T)
+
+
+def _check_fused_operands(a: np.ndarray, packed: np.ndarray, weight_scale: np.ndarray, block_size: int,
+                          k_multiple: int, path: str) -> None:
+    _check_operands(packed, np.asarray(weight_scale), block_size)
+    k = 2 * packed.shape[1]
+    if block_size != 16 or k % k_multiple:
+        raise ValueError(f"the {path} path needs block_size == 16 and K % {k_multiple} == 0 "
+                         f"(got block_size={block_size}, K={k})")
+    if a.ndim != 2 or a.shape[1] != k:
+        raise ValueError(f"a must be [M, K={k}], got {list(a.shape)}")
+
+
 @_ieee
 def gemv(
     a: np.ndarray, packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float,
@@ -213,22 +237,56 @@ def gemv(
     a = np.asarray(a)
     dtype = dtype_name(a.dtype)
     packed = np.ascontiguousarray(packed)
-    _check_operands(packed, np.asarray(weight_scale), block_size)
-    n, k = packed.shape[0], 2 * packed.shape[1]
-    if block_size != 16 or k % 32:
-        raise ValueError(f"the gemv path needs block_size == 16 and K % 32 == 0 "
-                         f"(got block_size={block_size}, K={k})")
+    _check_fused_operands(a, packed, weight_scale, block_size, 32, "gemv")
+    n = packed.shape[0]
     a32 = a.astype(np.float32)
     g = np.float32(weight_scale_2)
     acc = np.empty((a.shape[0], n), dtype=np.float32)
     for r0 in range(0, n, GEMV_ROWS_PER_TILE):
-        tile = packed[r0:r0 + GEMV_ROWS_PER_TILE]
-        codes = np.empty((tile.shape[0], k), dtype=np.uint8)
-        codes[:, 0::2], codes[:, 1::2] = tile & 0x0F, tile >> 4
-        block_scale = E4M3_TABLE[weight_scale[r0:r0 + GEMV_ROWS_PER_TILE]] * g  # one per 16 values
-        w = E2M1_TABLE[codes].reshape(tile.shape[0], k // 16, 16) * block_scale[..., None]
-        w_t = round_fp32_to(w.reshape(tile.shape[0], k), dtype).astype(np.float32).T
-        acc[:, r0:r0 + tile.shape[0]] = accumulate_fp32(a32, np.ascontiguousarray(w_t))
+        w_t = _decoded_rows_t(packed[r0:r0 + GEMV_ROWS_PER_TILE], weight_scale[r0:r0 + GEMV_ROWS_PER_TILE], g, dtype)
+        acc[:, r0:r0 + w_t.shape[1]] = accumulate_fp32(a32, w_t)
+    if bias is not None:
+        acc = acc + np.asarray(bias).astype(np.float32)
+    return round_fp32_to(acc, dtype)
+
+
+#: K values per step of the fused tensor-core kernel (its K granularity)
+FUSED_STEP_K = FUSED_K_MULTIPLE
+
+
+@_ieee
+def fused_mma(
+    a: np.ndarray, packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float,
+    block_size: int, bias: np.ndarray | None = None, splits: int = 1,
+) -> np.ndarray:
+    """The fused tensor-core path (kernels/cuda/fused_mma.cu): weights decoded in registers to
+    T, fp32 accumulation over each split's contiguous range of 128-value K steps, the splits'
+    fp32 partials summed in split order (starting from +0, as the finalize kernel does), then
+    the bias added in fp32 before the single rounding. ``splits`` is the kernel's K split count
+    (:func:`nvfp4_kernels.cuda_backend.fused_splits` chooses it from the shape and the GPU)."""
+    a = np.asarray(a)
+    dtype = dtype_name(a.dtype)
+    packed = np.ascontiguousarray(packed)
+    _check_fused_operands(a, packed, weight_scale, block_size, FUSED_STEP_K, "fused_mma")
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    steps = k // FUSED_STEP_K
+    if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or not 1 <= splits <= max(1, steps):
+        raise ValueError(f"splits must be an int in [1, K/{FUSED_STEP_K} = {steps}], got {splits!r}")
+    per_split = -(-steps // splits) * FUSED_STEP_K
+    a32 = a.astype(np.float32)
+    g = np.float32(weight_scale_2)
+    acc = np.empty((a.shape[0], n), dtype=np.float32)
+    for r0 in range(0, n, GEMV_ROWS_PER_TILE):
+        w_t = _decoded_rows_t(packed[r0:r0 + GEMV_ROWS_PER_TILE], weight_scale[r0:r0 + GEMV_ROWS_PER_TILE], g, dtype)
+        partials = [accumulate_fp32(a32[:, k0:k0 + per_split], w_t[k0:k0 + per_split])
+                    for k0 in range(0, k, per_split)]
+        if splits == 1:
+            acc[:, r0:r0 + w_t.shape[1]] = partials[0]
+        else:
+            total = np.zeros_like(partials[0])
+            for part in partials + [np.zeros_like(total)] * (splits - len(partials)):
+                total += part
+            acc[:, r0:r0 + w_t.shape[1]] = total
     if bias is not None:
         acc = acc + np.asarray(bias).astype(np.float32)
     return round_fp32_to(acc, dtype)

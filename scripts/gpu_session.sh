@@ -5,7 +5,8 @@
 #   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh verify|bench|host|all
 #
 # verify: the multi-GPU run (when the host has 2+ GPUs), the GPU suites with their gate and
-#         coverage JSON, new GPU-keyed goldens, gpu-check and an ncu profile of each kernel;
+#         coverage JSON, new GPU-keyed goldens, gpu-check, an ncu profile of each kernel and the
+#         CUDA mutants (mutate --gpu);
 # bench:  every benchmark section beside the copy ceiling;
 # host:   only the host-time section and a per-call host profile (quick #14 iterations).
 set -uo pipefail
@@ -41,6 +42,9 @@ if [[ $phase == verify || $phase == all ]]; then
   ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section LaunchStats \
     python3 -m nvfp4_harness.nvfp4.profile_once > fixtures/gpu/ncu-kernels.txt 2>&1; tail -3 fixtures/gpu/ncu-kernels.txt
+  step "GPU mutants: bugs planted in the CUDA sources, the GPU suites must catch each"
+  python3 -m nvfp4_harness mutate --gpu --pytest-args="-n 8" --out fixtures/gpu/mutation-gpu.json 2>&1 \
+    | tee "$OUT/mutate-gpu.log" | tail -14 || status=1
   tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens benchmarks/multi_gpu 2>/dev/null
 fi
 

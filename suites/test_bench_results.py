@@ -26,7 +26,8 @@ MARKDOWN = Path(os.environ.get("BENCH_MARKDOWN", REPO / "BENCHMARKS.md"))
 FILES = sorted(RESULTS_DIR.glob("*.json"))
 NONE_COMMITTED = f"no benchmark results committed under {RESULTS_DIR} yet (run python -m nvfp4_harness bench on a GPU)"
 
-KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "cublas_bf16", "prefill", "copy"}
+KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "cublas_bf16", "prefill",
+           "copy"}
 DEQUANT = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant"}
 ROW_KEYS = {"kernel": str, "M": (int, type(None)), "N": int, "K": int, "block_size": int, "dtype": str,
             "median_us": (int, float), "bytes": int, "copy_us": (int, float)}
@@ -46,7 +47,7 @@ def _minimum_bytes(kernel: str, m: int | None, n: int, k: int, bs: int) -> Fract
     if kernel in DEQUANT:
         return dequant
     assert m is not None, f"{kernel} row without M"
-    if kernel == "gemv":
+    if kernel in ("gemv", "fused_mma"):  # the packed weights read once, A read, Y written
         return Fraction(n * k, 2) + n * len(range(0, k, 16)) + 2 * m * k + 2 * m * n
     gemm = 2 * (m * k + n * k + m * n)
     if kernel == "cublas_bf16":
@@ -163,3 +164,42 @@ def test_committed_multi_gpu_results_are_consistent(path: Path) -> None:
                                                        abs=2e-3)
     assert one["coverage"] == many["coverage"] and results["coverage_equal"]
     assert one["returncode"] == many["returncode"] == 0
+
+
+def _newest_with_paths() -> tuple[Path, dict[str, Any]] | None:
+    found = [(p, _load(p)) for p in FILES]
+    found = [(p, r) for p, r in found if any(row.get("section") == "paths" for row in r["rows"])]
+    return max(found, key=lambda x: (x[1]["provenance"].get("date", ""), x[0].name)) if found else None
+
+
+def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
+    """Issue #10: the dispatcher picks the fastest path at every M. Recomputed here from the rows
+    of the newest run with a "paths" section (not read from its stored summary): the GEMV's
+    range is where it is strictly fastest at every measured M on both shapes, the fused path's
+    where it is at least as fast as prefill above that; both must equal Policy()'s defaults."""
+    from nvfp4_kernels.model import Policy
+
+    found = _newest_with_paths()
+    if found is None:
+        pytest.skip("no committed benchmark run has a 'paths' section yet (python -m nvfp4_harness bench --only paths)")
+    path, results = found
+    times: dict[tuple[int, int], dict[int, dict[str, float]]] = {}
+    for row in results["rows"]:
+        if row.get("section") == "paths" and row["kernel"] in ("gemv", "fused_mma", "prefill"):
+            times.setdefault((row["N"], row["K"]), {}).setdefault(row["M"], {})[row["kernel"]] = row["median_us"]
+    assert set(times) == {(17408, 5120), (5120, 17408)}, f"{path.name}: the sweep must cover both large shapes"
+    ms = sorted({m for per in times.values() for m in per})
+    gemv_max = 0
+    for m in ms:
+        if m > 8 or any("gemv" not in per[m] or per[m]["gemv"] >= min(v for k, v in per[m].items() if k != "gemv")
+                        for per in times.values()):
+            break
+        gemv_max = m
+    fused_max = gemv_max
+    for m in [m for m in ms if m > gemv_max]:
+        if m > 256 or any(per[m].get("fused_mma", float("inf")) > per[m]["prefill"] for per in times.values()):
+            break
+        fused_max = m
+    assert (Policy().gemv_max_m, Policy().fused_max_m) == (gemv_max, fused_max), (
+        f"{path.name} measured GEMV fastest up to M = {gemv_max} and fused_mma up to M = {fused_max}; "
+        f"set Policy's defaults to them (kernels/model.py)")

@@ -22,6 +22,7 @@ import torch
 from nvfp4_harness.nvfp4 import bench, bench_report
 from nvfp4_harness.nvfp4.verify import compare_bitwise, to_numpy
 from nvfp4_kernels import reference
+from nvfp4_kernels.model import Policy
 
 E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
@@ -282,6 +283,20 @@ class ReferenceBackend:
             result = result[:, ::-1]  # rows of the output permuted: plausible magnitudes, wrong values
         self._into(out, result)
 
+    def fused_splits(self, n: int, k: int, m: int) -> int:
+        from nvfp4_kernels.tiling import fused_split_count
+
+        return fused_split_count(n, k, m)
+
+    def fused_mma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
+                  bias: torch.Tensor | None, out: torch.Tensor) -> None:
+        n, k, m = packed.shape[0], 2 * packed.shape[1], a.shape[0]
+        result = reference.fused_mma(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None,
+                                     splits=self.fused_splits(n, k, m))
+        if self.corrupt == "fused_mma":
+            result = result[::-1]  # activation rows permuted
+        self._into(out, result)
+
 
 def _dry_run(tmp_path: Path, backend: ReferenceBackend, sections: tuple[str, ...] = bench.SECTIONS
              ) -> tuple[dict[str, Any], Path]:
@@ -291,8 +306,8 @@ def _dry_run(tmp_path: Path, backend: ReferenceBackend, sections: tuple[str, ...
     runner = bench.Runner(torch, backend, reps=3, warmup=1, budget_s=1e9, started=time.monotonic(),
                           device="cpu", compile_backend="aot_eager", flush_bytes=1 << 16)
     plan = bench.Plan(shapes=((48, 64), (32, 96)), gemv_m=(1, 8), seed_m=16, sweep_shape=(48, 64),
-                      sweep_m=(1, 2, 8, 16), replay_tokens=24, compile_shapes=((48, 64),), sections=sections,
-                      layers=str(layers))
+                      sweep_m=(1, 2, 8, 16), paths_shapes=((40, 256), (24, 384)), paths_m=(1, 8, 9, 16, 300),
+                      replay_tokens=24, compile_shapes=((48, 64),), sections=sections, layers=str(layers))
     prov = {"gpu": "Dry Run CPU", "date": "2026-01-02", "reps": 3, "warmup": 1, "flush_bytes": 1 << 16}
     return bench.execute(runner, plan, prov, tmp_path / "results")
 
@@ -317,12 +332,20 @@ def test_dry_run_verifies_times_and_writes_every_kind_of_row(tmp_path: Path) -> 
     assert [p["M"] for p in results["crossover"]["points"]] == [1, 2, 8]
     assert results["replay"]["nodes"] == 5 and results["replay"]["dequant_share"] is not None
     assert results["provenance"]["torch_compile"] == {"48x64": "torch.compile (aot_eager, dynamic=False)"}
+    paths = {(r["kernel"], r["N"], r["M"]) for r in rows if r["section"] == "paths"}
+    for n in (40, 24):  # every path at every M it takes, cuBLAS beside each
+        assert {m for kern, nn, m in paths if kern == "gemv" and nn == n} == {1, 8}
+        assert {m for kern, nn, m in paths if kern == "fused_mma" and nn == n} == {1, 8, 9, 16}
+        assert {m for kern, nn, m in paths if kern == "prefill" and nn == n} == {1, 8, 9, 16, 300}
+        assert {m for kern, nn, m in paths if kern == "cublas_bf16" and nn == n} == {1, 8, 9, 16, 300}
+    choice = results["path_choice"]
+    assert set(choice["times_us"]) == {"40x256", "24x384"} and choice["policy_fused_max_m"] == Policy().fused_max_m
 
 
 @pytest.mark.parametrize("bug,kernel", [("prefill_vec8", "dequant_vec8"), ("prefill_scalar", "dequant_scalar"),
-                                        ("gemv", "gemv")])
+                                        ("gemv", "gemv"), ("fused_mma", "fused_mma")])
 def test_a_wrong_kernel_reports_no_time(tmp_path: Path, bug: str, kernel: str) -> None:
-    results, _ = _dry_run(tmp_path, ReferenceBackend(corrupt=bug), sections=("dequant", "gemv"))
+    results, _ = _dry_run(tmp_path, ReferenceBackend(corrupt=bug), sections=("dequant", "gemv", "paths"))
     assert not [r for r in results["rows"] if r["kernel"] == kernel]
     failed = {(f["kernel"], f["kind"]) for f in results["failures"]}
     assert (kernel, "wrong output") in failed
@@ -392,6 +415,28 @@ def _synthetic_results() -> tuple[dict[str, Any], dict[str, str]]:
                "crossover": bench.crossover(rows, 17408, 5120, current_max_m=8),
                "replay": bench.replay_summary(model, rows, 8192)}
     expected["policy gemv_max_m equals the measured crossover"] = "pass"  # the GEMV wins at every M up to 8
+    # section "paths": (gemv, fused_mma, prefill, cuBLAS) times per M, the copy of a row's bytes 28 us
+    paths = {1: (36.0, 33.0, 95.0, 55.0), 16: (None, 37.0, 110.0, 55.0), 64: (None, 70.0, 115.0, 56.0),
+             256: (None, 230.0, 130.0, 69.0)}
+    for n, k in ((17408, 5120), (5120, 17408)):
+        for m, times in paths.items():
+            for kernel, us in zip(("gemv", "fused_mma", "prefill", "cublas_bf16"), times, strict=True):
+                if us is not None:
+                    add(kernel, "paths", m, n, k, us, 28.0)
+    results["path_choice"] = bench.path_choice(rows, bench.LARGE_SHAPES, Policy().gemv_max_m, Policy().fused_max_m)
+    # by hand from the table: the GEMV loses at M = 1 (36 > 33), fused_mma wins up to 64 and loses at 256
+    expected["policy gemv_max_m and fused_max_m equal the measured crossovers"] = (
+        "pass" if (Policy().gemv_max_m, Policy().fused_max_m) == (0, 64) else "FAIL")
+    for n, k in ((17408, 5120), (5120, 17408)):
+        for m, limit, kind in ((1, 0.8, "copy"), (16, 0.7, "copy"), (64, 0.5, "cublas"), (256, 1.3, "cublas")):
+            gemv, fused, prefill, cublas = paths[m]
+            chosen = gemv if m <= Policy().gemv_max_m else fused if m <= Policy().fused_max_m else prefill
+            if kind == "copy":
+                expected[f"chosen path at M={m} >= {limit:.0%} of copy on {n} x {k}"] = (
+                    "pass" if 28.0 / chosen >= limit else "FAIL")
+            else:
+                expected[f"chosen path at M={m} <= {limit}x cuBLAS bf16 on {n} x {k}"] = (
+                    "pass" if chosen / cublas <= limit else "FAIL")
     return results, expected
 
 
@@ -424,7 +469,7 @@ def test_report_generation_writes_markdown_and_png(tmp_path: Path) -> None:
     assert "Recommended `Policy.gemv_max_m` = **8**" in text
     assert "nvidia-h200-2026-11-30.json" in text and "](benchmarks/bandwidth.png)" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert text == bench_report.render_markdown(json.loads(source.read_text()), source.name)  # deterministic
+    assert text == bench_report.render_benchmarks(source)  # deterministic
     assert bench_report.main([str(source), "--out", str(md), "--check"]) == 0
     md.write_text(text.replace("pass", "PASS", 1))
     assert bench_report.main([str(source), "--out", str(md), "--check"]) == 1
@@ -473,7 +518,7 @@ def test_host_time_arithmetic_and_verdicts() -> None:
     assert host_time.verdict(row) == "met"
     assert host_time.verdict({**row, "eager_host_us": host_time.HOST_TARGET_US + 0.01}) == "missed"
     assert host_time.verdict({**row, "recording_host_us": host_time.RECORDING_TARGET_US + 0.01}) == "missed"
-    assert {c.path for c in host_time.CASES} == {"gemv", "prefill_vec8"}
+    assert {c.path for c in host_time.CASES} == {"fused_mma", "prefill_vec8"}  # the default policy's choices
 
 
 def test_host_rows_render_in_benchmarks_md() -> None:

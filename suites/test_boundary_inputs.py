@@ -63,12 +63,21 @@ def test_huge_block_sizes_are_refused_not_overflowed(weights, block_size):
     (dict(gemv_max_m="8"), r"gemv_max_m=...\) must be an int, got '8'"),
     (dict(gemv_max_m=1.5), r"gemv_max_m=...\) must be an int, got 1.5"),
     (dict(gemv_max_m=True), r"gemv_max_m=...\) must be an int, got True"),
+    (dict(fused_max_m="8"), r"fused_max_m=...\) must be an int, got '8'"),
+    (dict(fused_max_m=True), r"fused_max_m=...\) must be an int, got True"),
+    (dict(fused_max_m=-1), r"fused_max_m=...\) must be in \[0, 256\] .*got -1"),
+    (dict(fused_max_m=257), r"fused_max_m=...\) must be in \[0, 256\] .*got 257"),
     (dict(native_fp4_enabled="no"), r"native_fp4_enabled=...\) must be True or False, got 'no'"),
     (dict(force_path="fast"), r"force_path=...\) must be one of"),
 ])
 def test_policy_fields_are_type_checked(kwargs, message):
     with pytest.raises(InvalidArgument, match=message):
         Policy(**kwargs)
+
+
+def test_the_fused_range_ends_are_accepted():
+    """0 turns the fused path off; 256 is the largest M the fused kernel's tiles take."""
+    assert (Policy(fused_max_m=0).fused_max_m, Policy(fused_max_m=256).fused_max_m) == (0, 256)
 
 
 def test_a_policy_dict_is_refused_with_the_fix(weights):

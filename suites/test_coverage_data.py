@@ -31,15 +31,28 @@ def event_for(m, k, block_size=16, **kwargs):
     return simulated_event(m, k, block_size, dtype="bfloat16", **kwargs)
 
 
-#: (m, k, block_size, aligned): every reachable path and guard side on the CPU
-FULL_CPU = [(1, 32, 16, True), (16, 64, 16, True), (1, 64, 32, True), (1, 40, 16, True),
-            (16, 36, 16, True), (16, 40, 5, True), (16, 64, 16, False)]
-#: the ONNX Runtime lesson: decode-sized cases only
-DECODE_ONLY = [(1, 32, 16, True), (4, 64, 16, True), (8, 32, 16, True)]
+#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+GEMV_ON = Policy(gemv_max_m=8)
+G, D = GEMV_ON, None  # a case's policy: the GEMV enabled, or the default
+
+#: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU; the GEMV
+#: cases (and those where one GEMV guard alone is false) enable it (the last two: fused_mma taken
+#: at M = 16, K = 128, and its M guard false at M = 65, past the default fused_max_m = 64)
+FULL_CPU = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
+            (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (16, 128, 16, True, D),
+            (65, 128, 16, True, D)]
+#: the ONNX Runtime lesson: decode-sized cases only, the GEMV enabled (it takes them all)
+DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
+#: DECODE_ONLY and two more M = 1 calls (K = 40 -> prefill_vec8, K = 36 -> prefill_scalar): a
+#: percentage that rounds up at two places (DECODE_ONLY's rounds down)
+DECODE_AND_K_EDGES = DECODE_ONLY + [(1, 40, 16, True, G), (1, 36, 16, True, G)]
+#: decode-sized cases under the default policy on K % 128 == 0 layers: fused_mma takes them all
+DECODE_DEFAULT = [(1, 128, 16, True, D), (4, 256, 16, True, D), (8, 128, 16, True, D)]
 
 
 def cpu_events(cases=FULL_CPU, test_prefix: str = "t"):
-    return [(event_for(m, k, bs, aligned=al), f"{test_prefix}{i}") for i, (m, k, bs, al) in enumerate(cases)]
+    return [(event_for(m, k, bs, aligned=al, policy=pol), f"{test_prefix}{i}")
+            for i, (m, k, bs, al, pol) in enumerate(cases)]
 
 
 def reachable_items(devices):
@@ -89,10 +102,12 @@ def test_cpu_run_judges_native_fp4_unreachable_and_uses_the_documented_denominat
     assert analysis.failures(ALL) == []
 
 
-def test_a_decode_only_run_misses_both_prefill_paths():
+def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
+    """M <= gemv_max_m (8, the GEMV enabled) everywhere: the GEMV takes every call, so the fused
+    path (which only follows the GEMV for M > gemv_max_m) and both prefill paths are never taken."""
     pairs = cpu_events(DECODE_ONLY)
     analysis = CoverageData.from_events(pairs).analyze()
-    assert [p.name for p in analysis.missed_paths] == ["prefill_vec8", "prefill_scalar"]
+    assert [p.name for p in analysis.missed_paths] == ["fused_mma", "prefill_vec8", "prefill_scalar"]
     seen = seen_sides(pairs)
     paths, sides = reachable_items([CPU])
     hit_paths = {e.path for e, _ in pairs} & paths
@@ -100,6 +115,7 @@ def test_a_decode_only_run_misses_both_prefill_paths():
     assert analysis.covered == len(hit_paths) + len(sides & seen)
     assert analysis.percent == pytest.approx(100 * analysis.covered / (len(paths) + len(sides)))
     failures = analysis.failures(ALL)
+    assert any("nvfp4:fused_mma" in f and "never taken" in f for f in failures)
     assert any("nvfp4:prefill_vec8" in f and "never taken" in f for f in failures)
     assert any("nvfp4:prefill_scalar" in f and "never taken" in f for f in failures)
     for path, guard, passed in sides - seen:
@@ -109,6 +125,20 @@ def test_a_decode_only_run_misses_both_prefill_paths():
     assert analysis.failures(Requirement.parse(["gemv"])) == []
     assert analysis.failures(Requirement.parse(["nvfp4:gemv"])) == []
     assert len(analysis.failures(Requirement.parse(["gemv,nvfp4:prefill_scalar"]))) == 1
+
+
+def test_a_default_policy_decode_run_misses_the_gemv_and_both_prefill_paths():
+    """Counted by hand: under the default policy (gemv_max_m = 0, fused_max_m = 64) decode on
+    K % 128 == 0 layers takes fused_mma every time (1 path). Sides seen: gemv.m_in_range False
+    only (its block and K % 32 guards True), all three fused_mma guards True, all three vec8
+    guards True: 9 of the 18 reachable sides. 10/22 = 45.45%."""
+    pairs = cpu_events(DECODE_DEFAULT)
+    assert {e.path for e, _ in pairs} == {"fused_mma"}
+    analysis = CoverageData.from_events(pairs).analyze()
+    assert [p.name for p in analysis.missed_paths] == ["gemv", "prefill_vec8", "prefill_scalar"]
+    assert ("gemv", "m_in_range", True) in {(s.path, s.guard, s.passed) for s in analysis.missed_sides}
+    summary = CoverageData.from_events(pairs).to_dict()["summary"]
+    assert (summary["covered"], summary["total"], summary["percent"]) == (10, 22, 45.45)
 
 
 def test_fail_under_is_strictly_below_the_percentage():
@@ -283,8 +313,9 @@ def test_per_device_coverage_counts_each_devices_own_guard_sides_and_sums_over_o
     gpu0, gpu1 = DeviceCaps("NVIDIA H200", (9, 0), index=0), DeviceCaps("NVIDIA H200", (9, 0), index=1)
     toy = DispatchModel("toy_totals", [PathSpec("small", guards=[Guard("m_small", "M <= 4", lambda p, d, pol: p <= 4)]),
                                        PathSpec("big")])
-    events = [(event_for(1, 64, caps=gpu0), "a"), (event_for(64, 64, caps=gpu0), "b"),
-              (event_for(1, 64, caps=gpu1), "c"), (simulate_event(toy, 2, gpu1), "d"),
+    # the default policy: M = 1, K = 128 -> fused_mma; M = 64, K = 64 -> prefill_vec8 (K % 128 != 0)
+    events = [(event_for(1, 128, caps=gpu0), "a"), (event_for(64, 64, caps=gpu0), "b"),
+              (event_for(1, 128, caps=gpu1), "c"), (simulate_event(toy, 2, gpu1), "d"),
               (simulate_event(toy, 9, gpu1), "e")]
     analysis = CoverageData.from_events(events).analyze()
     label0, label1 = gpu0.label, gpu1.label
@@ -303,9 +334,19 @@ def test_per_device_coverage_counts_each_devices_own_guard_sides_and_sums_over_o
 
 
 def test_the_summary_rounds_percentages_to_two_places():
+    """Counted by hand from the declarations: on the CPU 4 paths (native_fp4 unreachable) and
+    2 x 9 guard sides are reachable, 22 in all. DECODE_ONLY (M <= 8, block 16, K in {32, 64},
+    aligned, the GEMV enabled with gemv_max_m = 8) takes gemv (1 path) and sees 9 sides: all
+    three gemv guards True; fused_mma's M and block guards True, its K % 128 guard False; all
+    three vec8 guards True. 10/22 = 45.4545..%.
+    DECODE_AND_K_EDGES adds gemv.k_mod_32 False (K = 40, 36), vec8.k_mod_8 False (K = 36) and
+    the paths prefill_vec8 and prefill_scalar: 14/22 = 63.6363..%. One rounds down, one up."""
     summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
-    assert summary["covered"] == 7 and summary["total"] == 15 and summary["percent"] == 46.67
-    assert summary["operators"]["nvfp4"]["percent"] == 46.67
+    assert summary["covered"] == 10 and summary["total"] == 22 and summary["percent"] == 45.45
+    assert summary["operators"]["nvfp4"]["percent"] == 45.45
+    summary = CoverageData.from_events(cpu_events(DECODE_AND_K_EDGES)).to_dict()["summary"]
+    assert summary["covered"] == 14 and summary["total"] == 22 and summary["percent"] == 63.64
+    assert summary["operators"]["nvfp4"]["percent"] == 63.64
 
 
 def test_path_names_that_sort_before_all_reachable_are_still_paths():
@@ -344,11 +385,12 @@ def test_analysis_edges_the_mutation_run_found_untested():
     assert analysis.failures(Requirement.parse(["prefill_vec8"])) == [
         "required path nvfp4:prefill_vec8 was never taken; it is taken when k_mod_8 (K % 8 == 0) and "
         "block_size_even (block_size % 2 == 0) and aligned (packed rows 4-byte, output 16-byte aligned) and no "
-        f"earlier path in gemv > native_fp4 > prefill_vec8 > prefill_scalar applies [{vec8.source}]"]
+        f"earlier path in gemv > native_fp4 > fused_mma > prefill_vec8 > prefill_scalar applies [{vec8.source}]"]
     # required sides carry no reason; per device, every reachable side counts in the denominator
     assert all(s.reason is None for s in op.sides if s.required)
     [cpu] = op.per_device
-    assert cpu.sides_reachable == len(reachable_items([CPU])[1]) and cpu.paths_reachable == 3
+    # gemv, fused_mma, prefill_vec8, prefill_scalar: every path but native_fp4
+    assert cpu.sides_reachable == len(reachable_items([CPU])[1]) and cpu.paths_reachable == 4
 
 
 def test_more_edges_the_mutation_run_found_untested():
@@ -357,7 +399,9 @@ def test_more_edges_the_mutation_run_found_untested():
     # an empty analysis is 100%, not 99 or 101; per-device percentages are rounded like the others
     assert CoverageData().analyze().percent == 100.0
     summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
-    assert summary["per_device"]["cpu"]["percent"] == 46.67
+    assert summary["per_device"]["cpu"]["percent"] == 45.45
+    summary = CoverageData.from_events(cpu_events(DECODE_AND_K_EDGES)).to_dict()["summary"]
+    assert summary["per_device"]["cpu"]["percent"] == 63.64  # 14/22, rounded up (see above)
     # a path named before 'all-reachable' is required on its own, not as 'every reachable path'
     model = DispatchModel("alpha", [PathSpec("abc", guards=[Guard("big", "p > 5", lambda p, d, pol: p > 5)]),
                                     PathSpec("mid", guards=[Guard("medium", "p > 3", lambda p, d, pol: p > 3)]),

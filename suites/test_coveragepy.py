@@ -16,11 +16,12 @@ from nvfp4_harness.engine.data import CoverageData
 from nvfp4_harness.engine.reports import parse_report_spec, write_report
 from nvfp4_harness.model import DeviceCaps
 from nvfp4_harness.nvfp4.shapes import simulated_event
-from nvfp4_kernels.model import MODEL
+from nvfp4_kernels.model import MODEL, Policy
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = DeviceCaps("NVIDIA H200", (9, 0), index=0)  # as a real GPU run records it
 RC = "[run]\nbranch = True\nplugins = nvfp4_harness.engine.coveragepy\n"
+GEMV_ON = Policy(gemv_max_m=8)  # the policy that enables the GEMV (the default never takes it)
 
 
 def body_lines(cu: Path, kernel: str) -> set[int]:
@@ -40,7 +41,8 @@ def coverage_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def run_data(tmp_path: Path) -> Path:
     """A GPU run that took the GEMV and vec8, a CPU run that took the scalar path, as one file."""
-    events = [(simulated_event(1, 64, caps=H200), "t::gemv"), (simulated_event(64, 64, caps=H200), "t::vec8"),
+    events = [(simulated_event(1, 64, caps=H200, policy=GEMV_ON), "t::gemv"),
+              (simulated_event(64, 64, caps=H200), "t::vec8"),
               (simulated_event(64, 36), "t::scalar-on-cpu")]
     data = CoverageData.from_events(events)
     target = tmp_path / ".coverage.dispatch"
@@ -68,8 +70,9 @@ def test_coverage_json_counts_the_kernels_a_gpu_ran_and_the_guard_sides(run_data
     guards = files["kernels/model.py.dispatch"]
     declared = [g.source.line for p in MODEL.paths for g in p.guards]
     assert guards["summary"]["num_branches"] == 2 * len(declared)
-    seen = {(o.path, o.guard, o.passed) for e in (simulated_event(1, 64, caps=H200), simulated_event(64, 64, caps=H200),
-                                                   simulated_event(64, 36)) for o in e.outcomes}
+    seen = {(o.path, o.guard, o.passed) for e in (simulated_event(1, 64, caps=H200, policy=GEMV_ON),
+                                                   simulated_event(64, 64, caps=H200), simulated_event(64, 36))
+            for o in e.outcomes}
     assert guards["summary"]["covered_branches"] == len(seen)
 
 

@@ -132,7 +132,7 @@ def test_misaligned_views_go_scalar_and_are_correct(backend_ready, dtype: str) -
     assert np.array_equal(_bits(out), want.view(np.uint16))
 
 
-def _gemv_case(m: int, n: int, k: int, dtype: str, bias: bool, seed: int):
+def _gemv_case(m: int, n: int, k: int, dtype: str, bias: bool, seed: int, path: str = "gemv", splits=None):
     packed, scales = _weights(n, k, 16, seed=seed, special=False)
     tdt = getattr(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -143,18 +143,15 @@ def _gemv_case(m: int, n: int, k: int, dtype: str, bias: bool, seed: int):
     w = torch.empty(n, k, dtype=tdt, device="cuda")
     cuda_backend.dequantize("prefill_vec8", pd, sd, gd, 16, w)
     out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
-    cuda_backend.gemv(a, pd, sd, gd, b, out)
+    if path == "gemv":
+        cuda_backend.gemv(a, pd, sd, gd, b, out)
+    else:
+        cuda_backend.fused_mma(a, pd, sd, gd, b, out, splits=splits)
     torch.cuda.synchronize()
     return a, w, b, out
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("m", (1, 2, 3, 5, 8))
-@pytest.mark.parametrize("n,k", ((64, 256), (100, 96), (4096, 4096), (5120, 17408)))
-def test_gemv_matches_float64(backend_ready, dtype: str, m: int, n: int, k: int) -> None:
-    """Tolerance: one unit in the last place of T (the single final rounding) plus 1e-5 of the
-    sum of |a * w| (fp32 accumulation in any order), per element; NaN never passes."""
-    a, w, b, out = _gemv_case(m, n, k, dtype, bias=m % 2 == 1, seed=m * 7 + n)
+def _assert_single_rounding_bound(a, w, b, out, dtype: str) -> None:
     ref = a.double() @ w.double().t()
     if b is not None:
         ref = ref + b.double()
@@ -164,6 +161,58 @@ def test_gemv_matches_float64(backend_ready, dtype: str, m: int, n: int, k: int)
     err = (out.double() - ref).abs()
     assert not torch.isnan(out).any()
     assert bool((err <= allowed).all()), f"max excess {float((err - allowed).max()):.3g}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", (1, 2, 3, 5, 8))
+@pytest.mark.parametrize("n,k", ((64, 256), (100, 96), (4096, 4096), (5120, 17408)))
+def test_gemv_matches_float64(backend_ready, dtype: str, m: int, n: int, k: int) -> None:
+    """Tolerance: one unit in the last place of T (the single final rounding) plus 1e-5 of the
+    sum of |a * w| (fp32 accumulation in any order), per element; NaN never passes."""
+    _assert_single_rounding_bound(*_gemv_case(m, n, k, dtype, bias=m % 2 == 1, seed=m * 7 + n), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", (1, 7, 8, 9, 16, 17, 31, 33, 64, 65, 200, 256))
+@pytest.mark.parametrize("n,k,splits", ((64, 256, None), (100, 640, 3), (1000, 2048, None), (129, 4096, 12),
+                                        (5120, 17408, None)))
+def test_fused_mma_matches_float64(backend_ready, dtype: str, m: int, n: int, k: int, splits) -> None:
+    """The fused tensor-core kernel under the same single-rounding bound as the GEMV, at every M
+    tile configuration and its edges (8, 16, 32, 64 rows), partial row tiles (N % 64 != 0) and
+    forced split counts (the finalize kernel, an uneven last split)."""
+    a, w, b, out = _gemv_case(m, n, k, dtype, bias=m % 2 == 1, seed=m * 11 + n, path="fused_mma", splits=splits)
+    _assert_single_rounding_bound(a, w, b, out, dtype)
+
+
+def test_fused_mma_refuses_what_it_cannot_do(backend_ready) -> None:
+    a = torch.zeros(4, 96, dtype=torch.bfloat16, device="cuda")
+    packed, scales = _dev(np.zeros((8, 48), np.uint8)), _dev(np.zeros((8, 6), np.uint8))
+    g = torch.ones(1, dtype=torch.float32, device="cuda")
+    out = torch.empty(4, 8, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match=r"K % 128 == 0, got K=96"):
+        cuda_backend.fused_mma(a, packed, scales, g, None, out)
+    a = torch.zeros(257, 128, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match=r"1 <= M <= 256 activation rows, got M=257"):
+        cuda_backend.fused_mma(a, _dev(np.zeros((8, 64), np.uint8)), _dev(np.zeros((8, 8), np.uint8)), g, None,
+                               torch.empty(257, 8, dtype=torch.bfloat16, device="cuda"))
+    with pytest.raises(ValueError, match=r"splits must be an int in \[1, K/128 = 1\], got 2"):
+        cuda_backend.fused_mma(a[:4], _dev(np.zeros((8, 64), np.uint8)), _dev(np.zeros((8, 8), np.uint8)), g, None,
+                               torch.empty(4, 8, dtype=torch.bfloat16, device="cuda"), splits=2)
+
+
+def test_fused_mma_agrees_with_its_cpu_algorithm(backend_ready) -> None:
+    """The CPU backend's fused algorithm (same split structure) against the GPU kernel: equal
+    within one bf16 ulp of the result plus fp32 summation error (sum order inside a split differs)."""
+    n, k, m = 64, 2048, 9
+    splits = cuda_backend.fused_splits(n, k, m)
+    a, w, b, out = _gemv_case(m, n, k, "bfloat16", bias=True, seed=98, path="fused_mma")
+    packed, scales = _weights(n, k, 16, seed=98, special=False)
+    a_np = a.float().cpu().numpy().astype(reference.numpy_dtype("bfloat16"))
+    b_np = b.float().cpu().numpy().astype(reference.numpy_dtype("bfloat16"))
+    want = reference.fused_mma(a_np, packed, scales, np.float32(0.0123), 16, b_np, splits=splits).astype(np.float64)
+    magnitude = np.abs(a_np.astype(np.float64)) @ np.abs(w.double().cpu().numpy()).T
+    got = out.double().cpu().numpy()
+    assert np.all(np.abs(got - want) <= 2.0 ** -7 * np.abs(want) + 1e-5 * magnitude)
 
 
 def test_gemv_agrees_with_cpu_reference(backend_ready) -> None:

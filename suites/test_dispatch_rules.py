@@ -25,9 +25,10 @@ from nvfp4_kernels.model import Policy, Problem, select_path
 
 pytestmark = pytest.mark.dispatch
 
-ORDER = ("gemv", "native_fp4", "prefill_vec8", "prefill_scalar")
+ORDER = ("gemv", "native_fp4", "fused_mma", "prefill_vec8", "prefill_scalar")
 NP_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
-POLICIES = (Policy(), Policy(gemv_max_m=0), Policy(gemv_max_m=1), Policy(native_fp4_enabled=False))
+POLICIES = (Policy(), Policy(gemv_max_m=0), Policy(gemv_max_m=1), Policy(native_fp4_enabled=False),
+            Policy(fused_max_m=0), Policy(gemv_max_m=0, fused_max_m=3))
 
 
 def expected_path(guards: dict[str, bool]) -> str:
@@ -50,7 +51,7 @@ def expected_shortcut(op: str, m: int | None, n: int, k: int) -> str | None:
 def calls(draw):
     op = draw(st.sampled_from(["matmul", "dequantize"]))
     n = draw(st.integers(0, 24))
-    k = 2 * draw(st.integers(0, 40))
+    k = draw(st.one_of(st.integers(0, 40).map(lambda x: 2 * x), st.sampled_from([128, 256])))
     block_size = draw(st.one_of(st.integers(1, 40), st.sampled_from([16, 32, 2**20])))
     m = draw(st.integers(0, 12)) if op == "matmul" else None
     lead = (m,) if m is None or m < 4 or draw(st.booleans()) else (2, m // 2) if m % 2 == 0 else (m,)
@@ -127,7 +128,7 @@ def test_the_dispatcher_follows_the_rules_on_the_cpu(call):
             return
         w = oracle_dequantize(b, s, g, call["block_size"], call["dtype"])
         y64, bound = matmul_error_bound(host(a).reshape(m, k), w, bias_host, call["dtype"],
-                                        roundings=1 if event.path == "gemv" else 2)
+                                        roundings=1 if event.path in ("gemv", "fused_mma") else 2)
         assert np.all(np.abs(got.reshape(m, n).astype(np.float64) - y64) <= bound)
 
 

@@ -36,19 +36,32 @@ def events():
     nvfp4_kernels.remove_listener(seen.append)
 
 
-# Expected paths are the table of docs/paths.md read by hand for each shape.
-@pytest.mark.parametrize("m,k,block_size,path", [
-    (1, 64, 16, "gemv"), (8, 64, 16, "gemv"), (9, 64, 16, "prefill_vec8"),
-    (4, 40, 16, "prefill_vec8"),        # K % 32 != 0 with M <= 8: prefill
-    (4, 64, 32, "prefill_vec8"),        # block size != 16: no gemv
-    (4, 64, 6, "prefill_vec8"),         # even block size crossing chunks
-    (4, 64, 7, "prefill_scalar"),       # odd block size
-    (16, 36, 16, "prefill_scalar"),     # K % 8 == 4
-    (16, 70, 14, "prefill_scalar"),     # K % 8 == 6
+GEMV_ON = Policy(gemv_max_m=8)  # the default policy (gemv_max_m = 0) never takes the GEMV
+FUSED_256 = Policy(fused_max_m=256)  # the fused kernel's own limit; the default stops at M = 64
+
+
+# Expected paths are the table of docs/paths.md read by hand for each shape and policy.
+@pytest.mark.parametrize("m,k,block_size,policy,path", [
+    (1, 64, 16, GEMV_ON, "gemv"), (8, 64, 16, GEMV_ON, "gemv"), (9, 64, 16, GEMV_ON, "prefill_vec8"),
+    (1, 64, 16, None, "prefill_vec8"),      # default policy: no GEMV, and K % 128 != 0 refuses fused
+    (1, 128, 16, None, "fused_mma"),        # default policy: decode goes fused where K % 128 == 0
+    (4, 40, 16, GEMV_ON, "prefill_vec8"),   # K % 32 != 0 with M <= 8: prefill
+    (4, 64, 32, GEMV_ON, "prefill_vec8"),   # block size != 16: no gemv
+    (4, 64, 6, None, "prefill_vec8"),       # even block size crossing chunks
+    (4, 64, 7, None, "prefill_scalar"),     # odd block size
+    (16, 36, 16, None, "prefill_scalar"),   # K % 8 == 4
+    (16, 70, 14, None, "prefill_scalar"),   # K % 8 == 6
+    (1, 128, 16, GEMV_ON, "gemv"),          # the fused guards hold too, but the GEMV comes first
+    (9, 128, 16, GEMV_ON, "fused_mma"),     # past the GEMV, K % 128 == 0, block 16
+    (64, 128, 16, None, "fused_mma"),       # the last M the fused path takes by default
+    (65, 128, 16, None, "prefill_vec8"),    # M past the default fused_max_m
+    (256, 256, 16, FUSED_256, "fused_mma"),  # the last M the fused kernel takes
+    (257, 128, 16, FUSED_256, "prefill_vec8"),  # M past fused_max_m = 256
+    (16, 128, 32, None, "prefill_vec8"),    # block size != 16: no fused path
 ])
-def test_path_selection_follows_the_guards(events, m, k, block_size, path):
+def test_path_selection_follows_the_guards(events, m, k, block_size, policy, path):
     packed, scales, g = _weights(k=k, block_size=block_size)
-    nvfp4_kernels.nvfp4_matmul(_acts(m, k), packed, scales, g, block_size)
+    nvfp4_kernels.nvfp4_matmul(_acts(m, k), packed, scales, g, block_size, policy=policy)
     event = events[-1]
     assert event.path == path and event.op == "matmul" and event.backend == "cpu"
     p = event.problem
@@ -58,7 +71,7 @@ def test_path_selection_follows_the_guards(events, m, k, block_size, path):
 
 def test_event_reason_names_the_failed_guards(events):
     packed, scales, g = _weights(k=70, block_size=7)
-    nvfp4_kernels.nvfp4_matmul(_acts(2, 70), packed, scales, g, 7)
+    nvfp4_kernels.nvfp4_matmul(_acts(2, 70), packed, scales, g, 7, policy=GEMV_ON)  # M = 2 in the GEMV's range
     reason = events[-1].reason
     assert "gemv (" in reason and "k_mod_32: K=70" in reason and "block_size_even: block_size=7" in reason
     outcomes = {o.key: o.passed for o in events[-1].outcomes}
@@ -83,6 +96,14 @@ def test_gemv_max_m_policy_moves_the_threshold(events):
     assert events[-1].path == "prefill_vec8"
     nvfp4_kernels.nvfp4_matmul(_acts(12, 64), packed, scales, g, policy=Policy(gemv_max_m=16))
     assert events[-1].path == "gemv"
+
+
+def test_fused_max_m_policy_moves_the_threshold(events):
+    packed, scales, g = _weights(k=128)
+    nvfp4_kernels.nvfp4_matmul(_acts(32, 128), packed, scales, g, policy=Policy(fused_max_m=16))
+    assert events[-1].path == "prefill_vec8"
+    nvfp4_kernels.nvfp4_matmul(_acts(100, 128), packed, scales, g, policy=Policy(fused_max_m=128))
+    assert events[-1].path == "fused_mma"
 
 
 def test_forced_path_and_its_guards(events):
@@ -134,7 +155,8 @@ def test_gemv_and_prefill_are_close_to_a_float64_reference(dtype):
         a = _acts(m, 256, dtype)
         dot = a.astype(np.float64) @ w.T
         ref = dot + bias.astype(np.float64)
-        y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(force_path=path))
+        # the GEMV must be enabled to be forced (the default policy has gemv_max_m = 0)
+        y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(gemv_max_m=8, force_path=path))
         err = np.abs(y.astype(np.float64) - ref)
         # a rounding of the dot (prefill) and of the sum, plus fp32 accumulation error
         bound = ulp * (np.abs(dot) + np.abs(ref)) + 1e-5 * (np.abs(a).astype(np.float64) @ np.abs(w).T) + 1e-6
@@ -260,7 +282,8 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
     strings are the documented wording, so a guard that reports the wrong number is caught."""
     # N = 70: 70 % 32 = 6, where 70 ^ 32, 70 // 32 and 70 - 32 all differ (N = 33 would not tell)
     problem = Problem("matmul", 9, 70, 70, 7, "bfloat16", "cpu", False, "B at address 0x1001 is not 4-byte aligned")
-    policy = Policy(gemv_max_m=8, native_fp4_enabled=False)
+    # fused_max_m = 100, not the default 256: a detail printing the kernel's limit is caught
+    policy = Policy(gemv_max_m=8, fused_max_m=100, native_fp4_enabled=False)
     want = {
         "gemv.m_in_range": "M=9, gemv_max_m=8",
         "gemv.block_size_16": "block_size=7",
@@ -270,12 +293,19 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
         "native_fp4.block_size_16": "block_size=7",
         "native_fp4.k_mod_32": "K=70, K % 32 = 6",
         "native_fp4.n_mod_32": "N=70, N % 32 = 6",
+        "fused_mma.m_in_range": "M=9, fused_max_m=100",
+        "fused_mma.block_size_16": "block_size=7",
+        "fused_mma.k_mod_128": "K=70, K % 128 = 70",
         "prefill_vec8.k_mod_8": "K=70, K % 8 = 6",
         "prefill_vec8.block_size_even": "block_size=7",
         "prefill_vec8.aligned": "misaligned: B at address 0x1001 is not 4-byte aligned",
     }
     got = {f"{p.name}.{g.name}": g.explain(problem, DeviceCaps.cpu(), policy) for p in MODEL.paths for g in p.guards}
     assert got == want
+    # K = 70 < 128 leaves K % 128 = K; K = 300: 300 % 128 = 44, where 300 ^ 128 = 428, 300 // 128 = 2,
+    # 300 - 128 = 172 and K itself all differ
+    wide = Problem("matmul", 9, 70, 300, 16, "bfloat16", "cpu", True, "buffers aligned")
+    assert MODEL.guard("fused_mma", "k_mod_128").explain(wide, DeviceCaps.cpu(), policy) == "K=300, K % 128 = 44"
     aligned = Problem("dequantize", None, 70, 70, 7, "bfloat16", "cpu", True, "B 4-byte and output 16-byte aligned")
     assert MODEL.guard("prefill_vec8", "aligned").explain(aligned, DeviceCaps.cpu(), policy) == \
         "B 4-byte and output 16-byte aligned"

@@ -5,16 +5,19 @@ every product and every partial sum is exact in fp32 whatever the summation orde
 roundings left are the ones the contract prescribes, and the expected output is float64
 arithmetic rounded exactly that way:
 
-* GEMV: ``to_T(sum + bias)`` - bias added in fp32 before the single rounding;
+* GEMV and fused_mma: ``to_T(sum + bias)`` - bias added in fp32 before the single rounding;
 * prefill: ``to_T(to_T(sum) + bias)`` - the matmul rounds, then the bias add rounds again.
 
-A GEMV that rounds before adding the bias, a kernel that accumulates in fp16, a swapped nibble
-or a scale read one block early all change bits here, and the values below are chosen so that
-single and double rounding really differ (e.g. bf16: sum = 1 + 2^-9, bias = 2^-8).
+The default policy never takes the GEMV (``gemv_max_m = 0``), so the GEMV's checks run
+under :data:`GEMV_ON`, a policy that enables it. A GEMV that rounds before adding the bias, a
+kernel that accumulates in fp16, a swapped nibble or a scale read one block early all change
+bits here, and the values below are chosen so that single and double rounding really differ
+(e.g. bf16: sum = 1 + 2^-9, bias = 2^-8).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import ml_dtypes
@@ -38,6 +41,10 @@ def _cuda_ok() -> bool:
 
 
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+GEMV_ON = Policy(gemv_max_m=8)
+#: the paths that add the bias in fp32 before their one rounding (docs/contract.md)
+SINGLE_ROUNDING = ("gemv", "fused_mma")
 
 
 def encode(values: np.ndarray, scale_exponents: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -59,12 +66,14 @@ def to_t(x64: np.ndarray, dtype: str) -> np.ndarray:
     return x32.astype(NP[dtype])
 
 
-def call(a, b, scales, g, block_size, bias, backend, path=None):
+def call(a, b, scales, g, block_size, bias, backend, path=None, policy=None):
+    """Run under ``policy`` (None: the default), forcing ``path`` on top of it if given."""
     if backend == "cuda":
         if not _cuda_ok():
             pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
         a, b, scales, bias = (None if x is None else shapes.place(x, "cuda", True) for x in (a, b, scales, bias))
-    policy = Policy(force_path=path) if path else None
+    if path:
+        policy = dataclasses.replace(policy or Policy(), force_path=path)
     with shapes.dispatch_events() as events:
         y = nvfp4_kernels.nvfp4_matmul(a, b, scales, np.float32(g), block_size, bias, backend=backend, policy=policy)
     return to_numpy(y), events[0].path
@@ -92,9 +101,12 @@ def test_gemv_adds_bias_before_its_single_rounding(dtype: str, tail: float, bias
     single = to_t(np.array([[1.0 + tail + bias_value]]), dtype)
     double = to_t(to_t(np.array([[1.0 + tail]]), dtype).astype(np.float64) + bias_value, dtype)
     assert not np.array_equal(single.view(np.uint16), double.view(np.uint16)), "values do not discriminate"
-    y, path = call(a, b, s, 1.0, 16, bias, backend)
+    y, path = call(a, b, s, 1.0, 16, bias, backend, policy=GEMV_ON)
     assert path == "gemv"
     assert_bitwise_equal(single, y, "GEMV: one rounding of sum + bias")
+    y, path = call(a, b, s, 1.0, 16, bias, backend)
+    assert path == "prefill_vec8", "K = 32 under the default policy: no GEMV, K % 128 != 0 refuses fused_mma"
+    assert_bitwise_equal(double, y, "default policy (prefill_vec8): matmul rounded, then bias added and rounded")
     for prefill in ("prefill_vec8", "prefill_scalar"):
         y, path = call(a, b, s, 1.0, 16, bias, backend, prefill)
         assert path == prefill
@@ -107,13 +119,15 @@ def test_gemv_adds_bias_before_its_single_rounding(dtype: str, tail: float, bias
 def test_partial_sums_beyond_half_precision_are_kept(dtype: str, path: str, backend: str) -> None:
     """2048 + 1 - 2048 is 1 in fp32 but 0 in an fp16 or bf16 running sum."""
     a, b, s, _ = _unit_row_problem(dtype, [2048.0, 1.0, -2048.0], None)
-    y, taken = call(a, b, s, 1.0, 16, None, backend, path)
+    y, taken = call(a, b, s, 1.0, 16, None, backend, path, policy=GEMV_ON if path == "gemv" else None)
     assert taken == path
     assert_bitwise_equal(to_t(np.array([[1.0]]), dtype), y, f"{path}: fp32 accumulation")
 
 
-EXACT_CASES = [  # (M, N, K, block_size, natural path)
+EXACT_CASES = [  # (M, N, K, block_size, natural path); gemv cases run under GEMV_ON, the others the default
     (1, 16, 64, 16, "gemv"), (4, 24, 128, 16, "gemv"), (8, 8, 256, 16, "gemv"),
+    (1, 16, 128, 16, "fused_mma"), (8, 24, 256, 16, "fused_mma"), (64, 8, 128, 16, "fused_mma"),
+    (1, 16, 96, 16, "prefill_vec8"),  # decode under the default policy where K % 128 != 0
     (9, 16, 64, 16, "prefill_vec8"), (1, 16, 48, 6, "prefill_vec8"), (12, 8, 40, 2, "prefill_vec8"),
     (9, 16, 96, 32, "prefill_vec8"), (9, 8, 64, 12, "prefill_vec8"), (3, 8, 56, 4, "prefill_vec8"),
     (9, 16, 62, 7, "prefill_scalar"), (1, 8, 36, 16, "prefill_scalar"), (9, 8, 40, 5, "prefill_scalar"),
@@ -142,13 +156,15 @@ def test_every_path_is_exact_where_the_arithmetic_is(m, n, k, bs, natural, dtype
     sums = a.astype(np.float64) @ w.T  # exact: every product and partial sum fits fp32
     bias64 = bias.astype(np.float64)
     expected = {
-        "gemv": to_t(sums + bias64, dtype),
+        "single": to_t(sums + bias64, dtype),
         "prefill": to_t(to_t(sums, dtype).astype(np.float64) + bias64, dtype),
     }
-    paths = [natural] + (["prefill_vec8", "prefill_scalar"] if natural == "gemv" else [])
+    policy = GEMV_ON if natural == "gemv" else None
+    paths = [natural] + (["prefill_vec8", "prefill_scalar"] if natural in SINGLE_ROUNDING else [])
     if natural == "prefill_vec8":
         paths.append("prefill_scalar")
     for path in paths:
-        y, taken = call(a, b, s, 0.5, bs, bias, backend, None if path == natural else path)
+        y, taken = call(a, b, s, 0.5, bs, bias, backend, None if path == natural else path, policy)
         assert taken == path
-        assert_bitwise_equal(expected["gemv" if path == "gemv" else "prefill"], y, f"{path} (M={m}, K={k}, bs={bs})")
+        want = expected["single" if path in SINGLE_ROUNDING else "prefill"]
+        assert_bitwise_equal(want, y, f"{path} (M={m}, K={k}, bs={bs})")

@@ -13,6 +13,7 @@ import pytest
 from nvfp4_harness.engine.recorder import recording
 from nvfp4_harness.nvfp4.verify import compare_bitwise
 from nvfp4_kernels import fast, nvfp4
+from nvfp4_kernels.model import Policy
 
 pytestmark = [pytest.mark.dispatch, pytest.mark.gpu]
 
@@ -22,13 +23,18 @@ if not torch.cuda.is_available():
 
 import nvfp4_kernels  # noqa: E402
 
-#: (name, M, N, K, block size, dtype, with bias, the path the dispatcher takes)
+#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it); one object, so
+#: the fast path's plans (kept per policy object) are reused from call to call
+GEMV_ON = Policy(gemv_max_m=8)
+#: (name, M, N, K, block size, dtype, with bias, policy (None: the default), the path the dispatcher takes)
 CALLS = [
-    ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, "gemv"),
-    ("gemv-m8-bias", 8, 200, 320, 16, torch.float16, True, "gemv"),
-    ("vec8-m64", 64, 256, 512, 16, torch.bfloat16, True, "prefill_vec8"),
-    ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, "prefill_vec8"),
-    ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, "prefill_scalar"),
+    ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, GEMV_ON, "gemv"),
+    ("gemv-m8-bias", 8, 200, 320, 16, torch.float16, True, GEMV_ON, "gemv"),
+    ("fused-m1", 1, 256, 512, 16, torch.bfloat16, False, None, "fused_mma"),     # decode, the default policy
+    ("fused-m64-bias", 64, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M
+    ("vec8-m65", 65, 256, 512, 16, torch.bfloat16, True, None, "prefill_vec8"),  # past fused_max_m = 64
+    ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, None, "prefill_vec8"),
+    ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, None, "prefill_scalar"),
 ]
 
 
@@ -41,21 +47,21 @@ def operands(m, n, k, block_size, dtype, with_bias, seed=0):
     return a, torch.from_numpy(packed).cuda(), torch.from_numpy(scales).cuda(), g, bias
 
 
-def call_recorded(args, block_size, enabled, monkeypatch):
+def call_recorded(args, block_size, enabled, monkeypatch, policy=None):
     monkeypatch.setattr(fast, "ENABLED", enabled)
     a, b, s, g, bias = args
     with recording("t") as rec:
-        y = nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size, bias)
+        y = nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size, bias, policy=policy)
     return y, [r.event.to_dict() for r in rec.events]
 
 
-@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,path", CALLS, ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", CALLS, ids=[c[0] for c in CALLS])
 def test_fast_and_full_path_agree_bit_for_bit_and_event_for_event(monkeypatch, name, m, n, k, bs, dtype,
-                                                                   with_bias, path):
+                                                                   with_bias, policy, path):
     args = operands(m, n, k, bs, dtype, with_bias)
-    full, full_events = call_recorded(args, bs, False, monkeypatch)
-    first, first_events = call_recorded(args, bs, True, monkeypatch)   # builds the plan
-    again, again_events = call_recorded(args, bs, True, monkeypatch)   # runs the plan
+    full, full_events = call_recorded(args, bs, False, monkeypatch, policy)
+    first, first_events = call_recorded(args, bs, True, monkeypatch, policy)   # builds the plan
+    again, again_events = call_recorded(args, bs, True, monkeypatch, policy)   # runs the plan
     assert full_events[0]["path"] == path
     assert full_events == first_events == again_events
     assert compare_bitwise(full, first) and compare_bitwise(full, again)
@@ -71,7 +77,7 @@ def test_a_host_global_scale_and_a_device_one_give_the_same_bits(monkeypatch):
 
 
 def test_a_misaligned_view_after_an_aligned_call_still_takes_the_scalar_kernel(monkeypatch):
-    a, b, s, g, bias = operands(64, 256, 512, 16, torch.bfloat16, False)
+    a, b, s, g, bias = operands(65, 256, 512, 16, torch.bfloat16, False)  # M = 65: past the fused path
     aligned, events = call_recorded((a, b, s, g, None), 16, True, monkeypatch)
     assert events[0]["path"] == "prefill_vec8"
     storage = torch.zeros(b.numel() + 4, dtype=torch.uint8, device="cuda")
@@ -98,14 +104,15 @@ def test_errors_are_the_full_paths_errors(monkeypatch):
     assert len(set(messages)) == 1 and "A must have dtype float16 or bfloat16" in messages[0]
 
 
-@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,path", CALLS, ids=[c[0] for c in CALLS])
-def test_each_path_captured_in_a_cuda_graph_replays_the_eager_bits(name, m, n, k, bs, dtype, with_bias, path):
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", CALLS, ids=[c[0] for c in CALLS])
+def test_each_path_captured_in_a_cuda_graph_replays_the_eager_bits(name, m, n, k, bs, dtype, with_bias, policy,
+                                                                   path):
     """Capture records one event, at capture time; replays run the kernels without Python and
     record nothing (docs/dispatch-models.md, "CUDA graphs")."""
     a, b, s, g, bias = operands(m, n, k, bs, dtype, with_bias, seed=7)
 
     def call():
-        return nvfp4_kernels.nvfp4_matmul(a, b, s, g, bs, bias)
+        return nvfp4_kernels.nvfp4_matmul(a, b, s, g, bs, bias, policy=policy)
 
     eager = call()  # warm-up outside capture: library load, plan, the device copy of g
     side = torch.cuda.Stream()

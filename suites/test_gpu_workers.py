@@ -55,10 +55,11 @@ def h200(index):
 
 
 def test_two_gpus_of_one_kind_stay_apart_through_json_and_combine():
-    gpu0 = CoverageData.from_events([(simulated_event(1, 64, caps=h200(0)), "t::decode"),
+    gemv_on = Policy(gemv_max_m=8)  # the decode calls take the GEMV (the default policy never does)
+    gpu0 = CoverageData.from_events([(simulated_event(1, 64, caps=h200(0), policy=gemv_on), "t::decode"),
                                      (simulated_event(64, 64, caps=h200(0)), "t::prefill")])
     gpu1 = CoverageData.from_events([(simulated_event(64, 36, caps=h200(1)), "t::scalar")])
-    cpu = CoverageData.from_events([(simulated_event(1, 64), "t::cpu")])
+    cpu = CoverageData.from_events([(simulated_event(1, 64, policy=gemv_on), "t::cpu")])
     sm120 = CoverageData.from_events([(simulated_event(64, 64, caps=DeviceCaps.simulated_gpu(12, 0)), "t::native"),
                                       (simulated_event(64, 64, caps=DeviceCaps.simulated_gpu(12, 0),
                                                        policy=Policy(native_fp4_enabled=False)), "t::off")])
@@ -71,7 +72,9 @@ def test_two_gpus_of_one_kind_stay_apart_through_json_and_combine():
     assert sorted(op.path("native_fp4").unreachable_on) == labels[:3]
     per = {d.label: d for d in op.per_device}
     assert (per["NVIDIA H200 (sm_90, GPU 1)"].paths_hit, per["cpu"].paths_hit) == (1, 1)
-    assert per["simulated sm_120 (sm_120)"].paths_reachable == 4
+    # all five declared paths: gemv, native_fp4, fused_mma, prefill_vec8, prefill_scalar
+    assert per["simulated sm_120 (sm_120)"].paths_reachable == 5
+    assert per["NVIDIA H200 (sm_90, GPU 0)"].paths_reachable == 4  # every path but native_fp4
     text = render_term(merged)
     assert "  native_fp4: reached on simulated sm_120 (sm_120) (1); unreachable on NVIDIA H200 (sm_90, GPU 0), " \
            "NVIDIA H200 (sm_90, GPU 1), cpu" in text

@@ -6,6 +6,7 @@ and is a separate, slow command; these checks are cheap.
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -81,3 +82,55 @@ def test_cli_list_and_check(capsys: pytest.CaptureFixture[str]) -> None:
     assert mutation.main(["--check"]) == 0
     with pytest.raises(SystemExit):
         mutation.main(["--only", "no-such-mutant"])
+
+
+# --- the CUDA mutants (``mutate --gpu``) -----------------------------------------------------------
+
+GPU_RESULTS = mutation.PROJECT_ROOT / "fixtures" / "gpu" / "mutation-gpu.json"
+REQUIRED_GPU_BUGS = ("tail-tile-dropped", "partial-split-dropped", "scale-index-slip", "negative-zero-lost",
+                     "overflow-path-dropped", "order-reversed")
+
+
+def test_the_gpu_table_covers_every_required_bug_class() -> None:
+    names = [m.name for m in mutation.GPU_MUTATIONS]
+    assert len(names) == len(set(names)) and not set(names) & {m.name for m in MUTATIONS}
+    for bug in REQUIRED_GPU_BUGS:
+        assert any(bug in name for name in names), f"no CUDA mutation for {bug}"
+    assert {m.file for m in mutation.GPU_MUTATIONS} >= {"kernels/cuda/fused_mma.cu", "kernels/cuda/gemv.cu"}
+
+
+@pytest.mark.parametrize("m", mutation.GPU_MUTATIONS, ids=lambda m: m.name)
+def test_each_cuda_mutation_applies_exactly_once_and_compiles(m: Mutation, tmp_path: Path) -> None:
+    """The mutated sources still compile (a mutant that cannot build would be an ERROR on the
+    GPU, never a catch): nvcc builds the mutated file's translation unit to a cubin."""
+    from nvfp4_kernels import build
+
+    assert mutation.check_definitions(mutation.PROJECT_ROOT, [m]) == []
+    try:
+        nvcc = build.find_nvcc()
+    except build.NvccNotFound as exc:
+        pytest.skip(str(exc))
+    sources = mutation.mutated_cuda_sources(m, tmp_path / "cuda")
+    units = [sources / Path(m.file).name] if m.file.endswith(".cu") else sorted(
+        u for u in sources.glob("*.cu") if Path(m.file).name in u.read_text())  # a header: the units including it
+    assert units, f"{m.name}: no translation unit compiles {m.file}"
+    for unit in units:
+        result = subprocess.run([nvcc, *build.BASE_FLAGS, "-arch=sm_90", "-cubin", "-o",
+                                 str(tmp_path / (unit.stem + ".cubin")), str(unit)], capture_output=True, text=True)
+        assert result.returncode == 0, f"{m.name}: {unit.name} does not compile:\n{result.stderr[-2000:]}"
+
+
+def test_the_committed_gpu_mutation_run_caught_every_current_mutant() -> None:
+    """fixtures/gpu/mutation-gpu.json, written by ``mutate --gpu --out`` on the H200: every mutant
+    of today's table was planted (none missing, none stale) and caught; the provenance is there."""
+    import json
+
+    if not GPU_RESULTS.is_file():
+        pytest.skip(f"{GPU_RESULTS.name} is not committed yet: run python -m nvfp4_harness mutate --gpu "
+                    f"--out fixtures/gpu/mutation-gpu.json on a GPU machine")
+    record = json.loads(GPU_RESULTS.read_text())
+    assert record["baseline"]["status"] == "passed"
+    assert {r["name"] for r in record["mutants"]} == {m.name for m in mutation.GPU_MUTATIONS}
+    assert all(r["status"] == "caught" for r in record["mutants"]), [
+        (r["name"], r["status"], r["detail"]) for r in record["mutants"] if r["status"] != "caught"]
+    assert {"gpu", "driver", "cuda_runtime", "torch", "date", "command"} <= set(record["provenance"])

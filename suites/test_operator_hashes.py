@@ -5,8 +5,9 @@ between 128 and 5120. For each, every path that can run it is forced in turn:
 
 * the dequantized scratch from every dequant path is the same bits, equal to the independent
   oracle and to one *portable* golden (the same file on every machine and backend);
-* every matmul path's output (GEMV at M = 1 and 8 where its guards allow, prefill vec8 and
-  prefill scalar at M = 16) is hashed into a golden keyed by the backend environment; the two
+* every matmul path's output (GEMV at M = 1 and 8 and fused_mma at M = 1 and 16 where their
+  guards allow, prefill vec8 and prefill scalar at M = 16) is hashed into a golden keyed by the
+  backend environment; the two
   prefill paths give identical bits (same scratch, same matmul), and every output lies within
   the sound float64 bound of the oracle.
 """
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.dispatch
 
 PREFILL_M = 16
 GEMV_MS = (1, 8)
+FUSED_MS = (1, 16)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ class OpConfig:
     @property
     def gemv_allowed(self) -> bool:
         return self.block_size == 16 and self.k % 32 == 0
+
+    @property
+    def fused_allowed(self) -> bool:
+        return self.block_size == 16 and self.k % 128 == 0
 
 
 CONFIGS = (
@@ -79,7 +85,9 @@ def operands(config: OpConfig, backend: str) -> tuple[ShapeCase, shapes.Operands
 
 
 def _forced(path: str):
-    return Policy(force_path=path)
+    """Force ``path``; a forced path's guards must still hold, and the GEMV's M range is empty
+    under the default policy (gemv_max_m = 0), so the policy enables the GEMV for GEMV_MS."""
+    return Policy(gemv_max_m=max(GEMV_MS), force_path=path)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -99,6 +107,7 @@ def test_dequantized_scratch_is_portable(config: OpConfig, backend: str, golden)
 
 def _output_runs(config: OpConfig) -> list[tuple[str, int]]:
     runs = [("gemv", m) for m in GEMV_MS] if config.gemv_allowed else []
+    runs += [("fused_mma", m) for m in FUSED_MS] if config.fused_allowed else []
     return runs + [(path, PREFILL_M) for path in config.dequant_paths]
 
 
@@ -130,4 +139,4 @@ def test_the_configurations_cover_the_level_2_matrix() -> None:
     assert len(combos) == 8, "fp16/bf16 x block 16/32 x aligned/non-aligned K"
     assert all(128 <= c.n <= 5120 and 128 <= c.k <= 5120 for c in CONFIGS)
     assert any(c.k % 8 for c in CONFIGS) and any(c.k % c.block_size for c in CONFIGS)
-    assert {p for c in CONFIGS for p, _ in _output_runs(c)} == {"gemv", "prefill_vec8", "prefill_scalar"}
+    assert {p for c in CONFIGS for p, _ in _output_runs(c)} == {"gemv", "fused_mma", "prefill_vec8", "prefill_scalar"}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from nvfp4_harness.model import DeviceCaps
+from nvfp4_harness.nvfp4.shapes import simulated_event
 from nvfp4_kernels.model import MODEL, Policy, Problem
 
 
@@ -19,13 +20,19 @@ def select_path(problem, caps, policy):
 
 pytest_plugins = ["pytester"]
 
+#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it); a case whose
+#: ``gemv`` flag is set runs under it
+GEMV_ON = Policy(gemv_max_m=8)
+
 CONFTEST = '''
 import numpy as np
 import nvfp4_kernels
 from nvfp4_kernels import nvfp4
+from nvfp4_kernels.model import Policy
 
 
-def run_case(m, k, block_size=16, misaligned=False, n=32):
+def run_case(m, k, block_size=16, misaligned=False, gemv=False, n=32):
+    """One matmul; ``gemv=True`` runs it under a policy that enables the GEMV (gemv_max_m = 8)."""
     rng = np.random.default_rng(1000 * m + 10 * k + block_size)
     b, s, g = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
     if misaligned:  # the same bytes starting off a 4-byte boundary
@@ -35,14 +42,23 @@ def run_case(m, k, block_size=16, misaligned=False, n=32):
         view[...] = b
         b = view
     a = rng.standard_normal((m, k)).astype(np.float16)
-    return nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size)
+    return nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size, policy=Policy(gemv_max_m=8) if gemv else None)
 '''
 
-#: (m, k, block_size, misaligned): every reachable path and guard side on the CPU
-FULL = [(1, 32, 16, False), (16, 64, 16, False), (1, 64, 32, False), (1, 40, 16, False),
-        (16, 36, 16, False), (16, 40, 5, False), (16, 64, 16, True), (3, 64, 16, False)]
-#: every case decode-sized, as in the ONNX Runtime suite that never ran its prefill kernel
-DECODE_ONLY = [(1, 32, 16, False), (4, 64, 16, False), (8, 32, 16, False), (2, 96, 16, False)]
+#: (m, k, block_size, misaligned, gemv): every reachable path and guard side on the CPU; the GEMV
+#: cases (and those where one GEMV guard alone is false) enable it; (16, 128, 16) takes fused_mma
+#: and (65, 128, 16) is past its default M range (fused_max_m = 64)
+FULL = [(1, 32, 16, False, True), (16, 64, 16, False, False), (1, 64, 32, False, True), (1, 40, 16, False, True),
+        (16, 36, 16, False, False), (16, 40, 5, False, False), (16, 64, 16, True, False), (3, 64, 16, False, True),
+        (16, 128, 16, False, False), (65, 128, 16, False, False)]
+#: every case decode-sized with the GEMV enabled, as in the ONNX Runtime suite that never ran its
+#: prefill kernel
+DECODE_ONLY = [(1, 32, 16, False, True), (4, 64, 16, False, True), (8, 32, 16, False, True),
+               (2, 96, 16, False, True)]
+
+
+def _policy(gemv: bool) -> Policy:
+    return GEMV_ON if gemv else Policy()
 
 
 def suite_source(cases) -> str:
@@ -52,9 +68,9 @@ from conftest import run_case
 
 
 @pytest.mark.dispatch
-@pytest.mark.parametrize("m,k,block_size,misaligned", {cases!r})
-def test_case(m, k, block_size, misaligned):
-    run_case(m, k, block_size, misaligned)
+@pytest.mark.parametrize("m,k,block_size,misaligned,gemv", {cases!r})
+def test_case(m, k, block_size, misaligned, gemv):
+    run_case(m, k, block_size, misaligned, gemv)
 '''
 
 
@@ -71,8 +87,8 @@ def expected_coverage(cases) -> tuple[int, int]:
     """(covered, total) for a CPU run of ``cases``, from the declarations and select_path."""
     cpu = DeviceCaps.cpu()
     paths_taken, sides_seen = set(), set()
-    for m, k, bs, misaligned in cases:
-        sel = select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not misaligned, ""), cpu, Policy())
+    for m, k, bs, misaligned, gemv in cases:
+        sel = select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not misaligned, ""), cpu, _policy(gemv))
         paths_taken.add(sel.path)
         sides_seen.update((o.key, o.passed) for o in sel.outcomes)
     reachable = {p.name for p in MODEL.paths if p.unreachable_reason(cpu) is None}
@@ -88,6 +104,7 @@ def test_decode_only_suite_fails_all_reachable_naming_the_prefill_paths(pytester
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*dispatch coverage FAILED*",
+        "FAIL: required path nvfp4:fused_mma was never taken*",
         "FAIL: required path nvfp4:prefill_vec8 was never taken*",
         "FAIL: required path nvfp4:prefill_scalar was never taken*",
     ])
@@ -106,9 +123,9 @@ def test_full_suite_passes_and_lists_native_fp4_unreachable_with_its_reason(pyte
     reason = MODEL.path("native_fp4").unreachable_reason(DeviceCaps.cpu())
     result.stdout.fnmatch_lines([f"native_fp4 * unreachable: {reason}", "TOTAL * 100.0%"])
     result.stdout.no_fnmatch_line("*FAILED*")
-    for name in ("gemv", "prefill_vec8", "prefill_scalar"):
+    for name in ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar"):
         hits = sum(select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not mis),
-                               DeviceCaps.cpu(), Policy()).path == name for m, k, bs, mis in FULL)
+                               DeviceCaps.cpu(), _policy(gemv)).path == name for m, k, bs, mis, gemv in FULL)
         result.stdout.fnmatch_lines([f"{name} *{hits} *{hits}"])  # each case is its own test
 
 
@@ -132,7 +149,7 @@ def test_unknown_required_path_is_a_usage_error_listing_valid_names(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-require=gemv,prefill")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown dispatch path 'prefill'; valid names: "
-                                 "nvfp4: gemv, native_fp4, prefill_vec8, prefill_scalar *"])
+                                 "nvfp4: gemv, native_fp4, fused_mma, prefill_vec8, prefill_scalar *"])
 
 
 def test_plugin_is_inert_without_options(pytester):
@@ -156,7 +173,7 @@ def warm():
     pytester.makepyfile(test_attr='''
 from conftest import run_case
 
-run_case(1, 32)                          # collection time: belongs to no test
+run_case(1, 32, gemv=True)               # collection time: belongs to no test
 
 
 def test_one(warm):
@@ -165,7 +182,7 @@ def test_one(warm):
 
 
 def test_two():
-    run_case(1, 32)
+    run_case(1, 32, gemv=True)
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-report=json:out/cov.json",
                                 "--dispatch-report=markdown:out/cov.md", "--dispatch-report=lcov")
@@ -229,7 +246,7 @@ from toy_op import toy
 
 @pytest.mark.parametrize("m", [1, 16])
 def test_nvfp4(m):
-    run_case(m, 64)
+    run_case(m, 64, gemv=True)
 
 
 def test_toy():
@@ -273,7 +290,7 @@ def broken(event):
 
 def test_call_survives():
     add_listener(broken)
-    y = run_case(1, 32)          # the operator's result still arrives
+    y = run_case(1, 32, gemv=True)  # the operator's result still arrives
     assert y.shape == (1, 32)
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch", "-W", "ignore::RuntimeWarning")
@@ -286,19 +303,32 @@ def test_call_survives():
 
 def test_a_schema_version_1_file_still_reports(tmp_path, capsys):
     """The GPU coverage committed by nvfp4-harness 0.1 (schema version 1) loads as the NVFP4
-    operator with today's fingerprint, so it merges with new data."""
+    operator with the fingerprint of the declarations it was recorded under: 0.1's four paths,
+    which are today's model without fused_mma. It merges with data of that model; with data of
+    today's model (five paths) it refuses, naming both fingerprints."""
     from nvfp4_harness.engine import report
     from nvfp4_harness.engine.data import CoverageData
+    from nvfp4_harness.model import ModelConflict
+    from nvfp4_harness.model.declare import declaration_fingerprint
 
     legacy = Path(__file__).resolve().parents[1] / "fixtures" / "legacy" / "coverage-gpu-v1.json"
     doc = json.loads(legacy.read_text())
     assert (doc["format"], doc["version"]) == ("nvfp4-dispatch-coverage", 1)
+    assert "fused_mma" not in doc["paths"], "a version 1 file predates the fused path"
+    four_paths = declaration_fingerprint(MODEL.name, MODEL.ops, MODEL.shortcuts, [
+        (p.name, p.ops, [(g.name, g.description) for g in p.guards]) for p in MODEL.paths if p.name != "fused_mma"])
     data = CoverageData.read(legacy)
     op = data.operator("nvfp4")
-    assert op.fingerprint == MODEL.fingerprint
+    assert op.fingerprint == four_paths != MODEL.fingerprint
     assert {p: t.hits for p, t in op.paths.items()} == {p: v["hits"] for p, v in doc["paths"].items()}
     merged = CoverageData()
     merged.update(data)
+    merged.update(CoverageData.read(legacy))
     merged.update(CoverageData.from_events([]))
+    assert {p: t.hits for p, t in merged.operator("nvfp4").paths.items()} == {
+        p: 2 * v["hits"] for p, v in doc["paths"].items()}
+    today = CoverageData.from_events([(simulated_event(1, 64), "t")])
+    with pytest.raises(ModelConflict, match=f"{four_paths} and {MODEL.fingerprint}"):
+        merged.update(today)
     assert report.main([str(legacy), "--require", "all-reachable"]) == 0
     assert "TOTAL" in capsys.readouterr().out

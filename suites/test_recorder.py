@@ -12,6 +12,10 @@ import pytest
 from nvfp4_harness.engine.data import CoverageData
 from nvfp4_harness.engine.recorder import Recorder, recording
 from nvfp4_kernels import nvfp4
+from nvfp4_kernels.model import Policy
+
+#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+GEMV_ON = Policy(gemv_max_m=8)
 
 
 def _operands(m: int, k: int, block_size: int = 16, n: int = 32):
@@ -21,17 +25,17 @@ def _operands(m: int, k: int, block_size: int = 16, n: int = 32):
     return a, b, s, g
 
 
-def _call(m: int, k: int, block_size: int = 16) -> None:
+def _call(m: int, k: int, block_size: int = 16, policy: Policy | None = None) -> None:
     a, b, s, g = _operands(m, k, block_size)
-    nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size)
+    nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size, policy=policy)
 
 
 def test_events_go_to_the_current_test_and_to_none_outside():
     recorder = Recorder().start()
     try:
-        _call(1, 32)
+        _call(1, 32, policy=GEMV_ON)
         with recorder.attribute("suite::test_a"):
-            _call(1, 32)
+            _call(1, 32, policy=GEMV_ON)
             _call(16, 64)
         _call(16, 36)
     finally:
@@ -56,8 +60,8 @@ def test_attribution_nests_and_is_restored_after_an_exception():
 def test_recording_block_labels_events_and_stops_listening_at_exit():
     with recording("smoke") as rec:
         assert rec.listening
-        _call(1, 32)
-    _call(1, 32)  # after the block: not recorded
+        _call(1, 32, policy=GEMV_ON)
+    _call(1, 32, policy=GEMV_ON)  # after the block: not recorded
     assert not rec.listening
     assert [(r.test, r.event.path) for r in rec.events] == [("smoke", "gemv")]
     assert nvfp4_harness.recording is recording
@@ -89,7 +93,7 @@ def test_coverage_snapshot_counts_what_was_recorded():
 def test_keep_events_false_keeps_counts_only():
     recorder = Recorder("t", keep_events=False).start()
     try:
-        _call(1, 32)
+        _call(1, 32, policy=GEMV_ON)
         _call(16, 64)
     finally:
         recorder.stop()

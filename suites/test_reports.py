@@ -15,7 +15,7 @@ from nvfp4_harness.engine.reports.markdown import render_markdown
 from nvfp4_harness.engine.reports.term import render_term, render_term_missing
 from nvfp4_harness.model import DeviceCaps
 from nvfp4_harness.nvfp4.shapes import simulated_event
-from nvfp4_kernels.model import MODEL, PATH_NAMES
+from nvfp4_kernels.model import MODEL, PATH_NAMES, Policy
 
 CPU = DeviceCaps.cpu()
 SM120 = DeviceCaps.simulated_gpu(12, 0)
@@ -29,13 +29,22 @@ def event_for(m, k, block_size=16, **kwargs):
     return simulated_event(m, k, block_size, dtype="float16", **kwargs)
 
 
-FULL = [(1, 32, 16, True), (16, 64, 16, True), (1, 64, 32, True), (1, 40, 16, True), (16, 36, 16, True),
-        (16, 40, 5, True), (16, 64, 16, False), (2, 64, 16, True)]
-DECODE_ONLY = [(1, 32, 16, True), (4, 64, 16, True), (8, 32, 16, True)]
+#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+GEMV_ON = Policy(gemv_max_m=8)
+G, D = GEMV_ON, None  # a case's policy: the GEMV enabled, or the default
+#: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU; the GEMV
+#: cases (and those where one GEMV guard alone is false) enable it; (16, 128, 16) takes fused_mma
+#: and (65, 128, 16) is past its default M range (fused_max_m = 64)
+FULL = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
+        (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (2, 64, 16, True, G),
+        (16, 128, 16, True, D), (65, 128, 16, True, D)]
+#: decode-sized cases with the GEMV enabled: they all take it
+DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
 
 
 def pairs_for(cases, prefix="suite::test_"):
-    return [(event_for(m, k, bs, aligned=al), f"{prefix}{i}") for i, (m, k, bs, al) in enumerate(cases)]
+    return [(event_for(m, k, bs, aligned=al, policy=pol), f"{prefix}{i}")
+            for i, (m, k, bs, al, pol) in enumerate(cases)]
 
 
 def side_counts(pairs):
@@ -43,7 +52,7 @@ def side_counts(pairs):
 
 
 def test_term_rows_show_hits_tests_and_guard_counts():
-    pairs = pairs_for(FULL) + [(event_for(1, 32), "suite::test_0")]  # a second hit by the same test
+    pairs = pairs_for(FULL) + [(event_for(1, 32, policy=GEMV_ON), "suite::test_0")]  # a second hit by the same test
     text = render_term(CoverageData.from_events(pairs))
     sides = side_counts(pairs)
     assert text.splitlines()[1] == "Operator nvfp4 (kernels/model.py): " + MODEL.summary
@@ -64,6 +73,7 @@ def test_term_rows_show_hits_tests_and_guard_counts():
 def test_term_names_what_a_decode_only_suite_missed():
     pairs = pairs_for(DECODE_ONLY)
     text = render_term(CoverageData.from_events(pairs))
+    assert re.search(r"^fused_mma\s+0\s+0\s+never taken$", text, re.M)
     assert re.search(r"^prefill_vec8\s+0\s+0\s+never taken$", text, re.M)
     assert re.search(r"^prefill_scalar\s+0\s+0\s+never taken$", text, re.M)
     seen = side_counts(pairs)
@@ -82,6 +92,7 @@ def test_term_missing_lists_only_what_was_not_reached():
                f"{g.description})" in text
     assert text.count("MISSED guard side") == len(missed_sides)
     assert "MISSED path nvfp4:prefill_vec8" in text and "MISSED path nvfp4:prefill_scalar" in text
+    assert "MISSED path nvfp4:fused_mma" in text  # the enabled GEMV comes first for M <= gemv_max_m = 8
     assert "MISSED path nvfp4:gemv" not in text
     assert f"unreachable path nvfp4:native_fp4: {MODEL.path('native_fp4').unreachable_reason(CPU)}" in text
     full = render_term_missing(CoverageData.from_events(pairs_for(FULL)))
@@ -178,7 +189,7 @@ def test_report_command_checks_requirements(tmp_path, capsys):
     assert report.main([decode, "--require", "gemv"]) == 0
     capsys.readouterr()
     assert report.main([decode, "--require", "gemv,decode"]) == 2
-    assert "valid names: nvfp4: gemv, native_fp4, prefill_vec8, prefill_scalar" in capsys.readouterr().err
+    assert "valid names: nvfp4: gemv, native_fp4, fused_mma, prefill_vec8, prefill_scalar" in capsys.readouterr().err
     assert report.main([str(tmp_path / "none.json")]) == 2
     out = tmp_path / "cov.lcov"
     assert report.main([decode, "--format", "lcov", "-o", str(out)]) == 0

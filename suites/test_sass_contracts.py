@@ -7,6 +7,9 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
   the packed data beyond the scale bytes, no local memory (LDL/STL), no CALL (a software
   conversion routine);
 * GEMV: tensor-core HMMA instructions, no local memory;
+* fused_mma: HMMA, no local memory, every global load a 16- or 8-byte asynchronous copy into
+  shared memory (LDGSTS.E.BYPASS.128 for the weights and activations, LDGSTS.E.64 for the
+  scale bytes), every shared load of an operand 128 bits wide, no CALL;
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -112,6 +115,28 @@ def check_gemv(instructions: list[str]) -> list[str]:
     return problems
 
 
+def check_fused(instructions: list[str]) -> list[str]:
+    """Violations of the fused tensor-core kernel's contract (empty when it holds)."""
+    ops = opcodes(instructions)
+    problems = check_gemv(instructions)
+    copies = [o for o in ops if o.startswith("LDGSTS")]
+    if not any(o.startswith("LDGSTS.E.BYPASS.128") for o in copies):
+        problems.append("no 16-byte asynchronous copy bypassing L1 (LDGSTS.E.BYPASS.128)")
+    narrow = [o for o in copies if not (o.startswith("LDGSTS.E.BYPASS.128") or o.startswith("LDGSTS.E.64"))]
+    if narrow:
+        problems.append(f"asynchronous copies narrower than 8 bytes: {sorted(set(narrow))}")
+    if any(o.startswith("LDG") for o in ops if not o.startswith("LDGSTS") and not o.startswith("LDGDEPBAR")):
+        loads = sorted({o for o in ops if o.startswith("LDG") and not o.startswith(("LDGSTS", "LDGDEPBAR"))})
+        if any(".128" not in o and ".U16" not in o for o in loads if o != "LDG.E.CONSTANT"):
+            problems.append(f"direct global loads besides the global scale and the bias: {loads}")
+    shared = [o for o in ops if o.startswith("LDS")]
+    if not any(o.startswith("LDS.128") for o in shared):
+        problems.append("no 128-bit shared load (LDS.128) of the operands")
+    if any(o.startswith("CALL") for o in ops):
+        problems.append("CALL to a subroutine (software conversion?)")
+    return problems
+
+
 def check_scalar(instructions: list[str]) -> list[str]:
     ops = opcodes(instructions)
     return [] if any(o.startswith("STG.E.U16") for o in ops) else ["no 16-bit global store (STG.E.U16)"]
@@ -143,6 +168,14 @@ def test_vec8_contract(kernel_sass, dtype: str) -> None:
 def test_gemv_contract(kernel_sass, dtype: str) -> None:
     for name, ins in _select(kernel_sass, "nvfp4_gemv_kernel", dtype).items():
         assert check_gemv(ins) == [], name
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
+    chosen = _select(kernel_sass, "nvfp4_fused_mma_kernel", dtype)
+    assert len(chosen) == 4, f"one instantiation per M tile configuration, got {sorted(chosen)}"
+    for name, ins in chosen.items():
+        assert check_fused(ins) == [], name
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
@@ -195,6 +228,13 @@ def test_checkers_report_a_bad_dequant(bad_sass) -> None:
 
 def test_checkers_report_a_gemv_without_tensor_cores(bad_sass) -> None:
     assert "no tensor-core HMMA instruction" in check_gemv(bad_sass["bad_gemv"])
+
+
+def test_fused_checker_reports_what_the_fused_kernel_must_not_do(bad_sass) -> None:
+    text = " | ".join(check_fused(bad_sass["bad_gemv"]) + check_fused(bad_sass["bad_dequant"]))
+    for expected in ("no tensor-core HMMA instruction", "no 16-byte asynchronous copy", "no 128-bit shared load",
+                     "local memory", "CALL", "direct global loads"):
+        assert expected in text, expected
 
 
 def test_vec8_checker_flags_byte_loads_of_packed_data(kernel_sass) -> None:

@@ -85,13 +85,17 @@ def test_matrix_takes_both_sides_of_every_guard_reachable_on_the_cpu() -> None:
             assert seen == {False}, "no CPU case can pass the sm_120 guard"
         else:
             assert seen == {True, False}, f"{name}: the matrix only produces {seen}"
-    assert set(shapes.summary()) == {"gemv", "prefill_vec8", "prefill_scalar", "empty", "bias_only"}
+    assert set(shapes.summary()) == {"gemv", "fused_mma", "prefill_vec8", "prefill_scalar", "empty", "bias_only"}
 
 
 def test_matrix_contains_the_required_edges() -> None:
     cpu = shapes.cases(include_gpu=False)
     ms = {c.m for c in cpu if c.op == "matmul"}
-    assert {0, 1, 8, 9} <= ms
+    assert {0, 1, 8, 9, 64, 65, 256, 257} <= ms  # GEMV edge (gemv_max_m = 8), fused edges 64 and 256
+    # the default policy refuses the GEMV at M = 1: decode goes fused where K % 128 == 0, vec8 elsewhere
+    default_m1 = {c.path for c in cpu if c.m == 1 and c.policy == Policy() and c.block_size == 16
+                  and c.k % 32 == 0}
+    assert {"fused_mma", "prefill_vec8"} <= default_m1
     assert {c.k % 8 for c in cpu} == {0, 2, 4, 6}
     assert any(c.m is not None and 1 <= c.m <= 8 and c.k % 32 and c.path.startswith("prefill") for c in cpu)
     block_sizes = {c.block_size for c in cpu}

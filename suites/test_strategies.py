@@ -76,6 +76,9 @@ def test_any_path_problems_take_the_path_they_were_drawn_for(problem: Nvfp4Probl
     ({"backend": "tpu"}, "backend must be"),
     ({"block_size": 0}, "positive int"),
     ({"path": "gemv", "max_k": 16}, "max_k >= 32"),
+    ({"path": "fused_mma", "max_k": 120}, "max_k >= 128"),
+    ({"path": "fused_mma", "block_size": 32}, "block_size 16"),
+    ({"path": "fused_mma", "op": "dequantize"}, "path must be"),
     ({"path": "prefill_vec8", "block_size": 16, "max_m": 8, "max_k": 4}, "refuse the GEMV"),
     ({"path": "prefill_scalar", "block_size": 16, "max_k": 1}, "max_k >= 2"),
 ])
@@ -97,7 +100,7 @@ def test_statistics_show_the_paths(pytester: pytest.Pytester) -> None:
         from nvfp4_harness.nvfp4.strategies import nvfp4_problems
 
         @settings(max_examples=40, derandomize=True, deadline=None)
-        @given(nvfp4_problems(max_k=64, max_n=4))
+        @given(nvfp4_problems(max_k=128, max_n=4))  # K = 128: the smallest the fused path takes
         def test_draw(problem):
             problem.run()
     """)

@@ -4,9 +4,10 @@ Version 1 knew one operator, the NVFP4 matmul of this project, and stored its gu
 ``"<path>.<name>": {"condition": "<name> (<description>)", "line": N, ...}`` without the
 operations each path serves or why a path is unreachable. Those facts were fixed in 0.1 and
 are restored here: ``gemv`` and ``native_fp4`` serve ``matmul`` only, and ``native_fp4``
-(its ``arch_sm120`` guard) can only be taken on sm_120..129 GPUs. A version 1 file of the
-unchanged declarations therefore gets the fingerprint of today's NVFP4 model and merges with
-new data; one whose declarations differ refuses to merge, naming both fingerprints.
+(its ``arch_sm120`` guard) can only be taken on sm_120..129 GPUs. A version 1 file therefore
+gets the fingerprint of the declarations it was recorded under (0.1's four paths, today's model
+without ``fused_mma``) and merges with data of those declarations; data of other declarations,
+today's included, refuses to merge with it, naming both fingerprints.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's pub
     DTYPE,
     DTYPES,
     FLUSH_BYTES,
+    FUSED_KERNEL_MAX_M,
     GEMV_KERNEL_MAX_M,
     GEMV_SECTION_M,
     GLOBAL_SCALE,
@@ -57,6 +58,9 @@ from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's pub
     LM_HEAD,
     MATMUL_TOLERANCE,
     ORT_DEQUANT_SHARE,
+    PATHS_M,
+    PATHS_SHAPES,
+    QUICK_PATHS_M,
     QUICK_REPS,
     QUICK_SHAPES,
     QUICK_SWEEP_M,
@@ -84,6 +88,7 @@ from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's pub
     load_layers,
     make_row,
     median,
+    path_choice,
     percentile,
     prefill_bytes,
     replay_summary,
@@ -418,6 +423,35 @@ class Runner:
             self.measure("gemv", section, m, n, k, verify, run)
             self.cublas_row(ops, a, section)
 
+    def fused_row(self, ops: Operands, a: Any, section: str) -> None:
+        """The fused tensor-core path at M = a.shape[0], with the split count the dispatcher uses."""
+        m = a.shape[0]
+        out = self._poisoned((m, ops.n), 0x7FC7)
+
+        def run() -> None:
+            self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out)
+
+        def verify() -> str:
+            self._need_backend()
+            run()
+            return self.check_matmul(a, ops, out, f"fused_mma M={m}")
+
+        splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
+        self.measure("fused_mma", section, m, ops.n, ops.k, verify, run, splits=splits)
+
+    def path_rows(self, n: int, k: int, ms: Sequence[int], section: str = "paths") -> None:
+        """Every path that can run each M (GEMV, fused_mma, prefill) beside cuBLAS on bf16 weights."""
+        ops = self.operands(n, k)
+        a_all = self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
+        for m in ms:
+            if m <= GEMV_KERNEL_MAX_M:
+                self.gemv_rows(n, k, [m], section, a_all)  # its cuBLAS row comes with it
+            else:
+                self.cublas_row(ops, a_all[:m], section)
+            if m <= FUSED_KERNEL_MAX_M:
+                self.fused_row(ops, a_all[:m], section)
+            self.prefill_row(ops, a_all[:m], section)
+
     def cublas_row(self, ops: Operands, a: Any, section: str) -> None:
         torch, m = self.torch, a.shape[0]
         out = self._poisoned((m, ops.n), 0x7FC4)
@@ -628,6 +662,8 @@ class Plan:
     seed_m: int
     sweep_shape: tuple[int, int]
     sweep_m: tuple[int, ...]
+    paths_shapes: tuple[tuple[int, int], ...]
+    paths_m: tuple[int, ...]
     replay_tokens: int
     compile_shapes: tuple[tuple[int, int], ...]
     sections: tuple[str, ...]
@@ -638,7 +674,8 @@ def plan_for(args: argparse.Namespace) -> Plan:
     """The full plan, or the --quick one (two shapes, fewer M values, one compile)."""
     shapes = QUICK_SHAPES if args.quick else SHAPES
     return Plan(shapes=shapes, gemv_m=GEMV_SECTION_M, seed_m=SEED_M, sweep_shape=SWEEP_SHAPE,
-                sweep_m=QUICK_SWEEP_M if args.quick else SWEEP_M, replay_tokens=REPLAY_TOKENS,
+                sweep_m=QUICK_SWEEP_M if args.quick else SWEEP_M, paths_shapes=PATHS_SHAPES,
+                paths_m=QUICK_PATHS_M if args.quick else PATHS_M, replay_tokens=REPLAY_TOKENS,
                 compile_shapes=shapes[:1] if args.quick else shapes, sections=tuple(args.sections),
                 layers=args.layers)
 
@@ -658,6 +695,10 @@ def run_sections(runner: Runner, plan: Plan, save: Callable[[], None]) -> None:
 
         runner.guarded("host", 0, 0, lambda: runner.host_rows.extend(host_time.measure(runner.torch, runner)))
         save()
+    if "paths" in plan.sections:
+        for n, k in plan.paths_shapes:
+            runner.guarded("paths", n, k, lambda n=n, k=k: runner.path_rows(n, k, plan.paths_m))
+            save()
     if "sweep" in plan.sections:
         gemv_ms = [m for m in plan.sweep_m if m <= GEMV_KERNEL_MAX_M]
         runner.guarded("sweep", *plan.sweep_shape,
@@ -691,6 +732,9 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
         results["provenance"]["torch_compile"] = dict(runner.compile_modes)
         if "sweep" in plan.sections:
             results["crossover"] = crossover(runner.rows, *plan.sweep_shape, Policy().gemv_max_m)
+        if "paths" in plan.sections:
+            results["path_choice"] = path_choice(runner.rows, plan.paths_shapes, Policy().gemv_max_m,
+                                                 Policy().fused_max_m)
         if "replay" in plan.sections:
             results["replay"] = replay_summary(load_layers(plan.layers), runner.rows, plan.replay_tokens)
         saved[:] = [write_results(results, out_dir)]

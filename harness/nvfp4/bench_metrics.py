@@ -18,12 +18,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
 
-KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "cublas_bf16", "prefill",
-           "copy")
+KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "cublas_bf16",
+           "prefill", "copy")
 DTYPES = ("bfloat16", "float16")
 #: ``--only`` sections, in the order they run; ``compile`` runs last because its warm-up is the
 #: slowest and least important part, so a time budget cuts it first.
-SECTIONS = ("dequant", "gemv", "prefill", "host", "sweep", "replay", "compile")
+SECTIONS = ("dequant", "gemv", "prefill", "host", "paths", "sweep", "replay", "compile")
 DTYPE = "bfloat16"
 BLOCK_SIZE = 16
 
@@ -38,6 +38,16 @@ SWEEP_SHAPE: tuple[int, int] = (17408, 5120)
 SWEEP_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 #: the largest M the GEMV kernel accepts (cuda_backend.gemv: 1 <= M <= 8)
 GEMV_KERNEL_MAX_M = 8
+#: the largest M the fused tensor-core kernel accepts (cuda_backend.fused_mma: 1 <= M <= 256)
+FUSED_KERNEL_MAX_M = 256
+#: section "paths": every eligible path at each M on both large shapes (the policy's thresholds
+#: are the crossovers found here); dense where the fused kernel's tiles change (8, 16, 32, 64)
+PATHS_SHAPES: tuple[tuple[int, int], ...] = LARGE_SHAPES
+PATHS_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 512,
+                            1024, 2048, 4096, 8192)
+QUICK_PATHS_M: tuple[int, ...] = (1, 8, 16, 64, 128, 256, 1024)
+#: the matmul paths a "paths" row may time, by bench kernel name -> dispatch path name
+PATH_KERNELS: dict[str, str] = {"gemv": "gemv", "fused_mma": "fused_mma", "prefill": "prefill_vec8"}
 REPLAY_TOKENS = 8192
 
 QUICK_SHAPES: tuple[tuple[int, int], ...] = ((4096, 4096), (17408, 5120))
@@ -131,7 +141,7 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
         return dequant_bytes(n, k, block_size, dtype)
     if m is None:
         raise ValueError(f"kernel {kernel!r} needs M")
-    if kernel == "gemv":
+    if kernel in ("gemv", "fused_mma"):  # both read the packed weights once per call
         return gemv_bytes(m, n, k, dtype)
     if kernel == "cublas_bf16":
         return gemm_bytes(m, n, k, dtype)
@@ -142,7 +152,7 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
 
 def kernel_flops(kernel: str, m: int | None, n: int, k: int) -> int:
     """Multiply-adds counted as 2 FLOPs; 0 for kernels that do no matmul."""
-    return 2 * m * n * k if kernel in ("gemv", "cublas_bf16", "prefill") and m else 0
+    return 2 * m * n * k if kernel in ("gemv", "fused_mma", "cublas_bf16", "prefill") and m else 0
 
 
 # --- statistics ---------------------------------------------------------------------------------
@@ -268,6 +278,51 @@ def crossover(rows: Sequence[dict[str, Any]], n: int, k: int, current_max_m: int
     return {"N": n, "K": k, "points": points, "gemv_max_m_recommended": recommended,
             "first_m_prefill_faster": first_prefill, "current_policy_gemv_max_m": current_max_m,
             "summary": summary}
+
+
+def path_choice(rows: Sequence[dict[str, Any]], shapes: Sequence[tuple[int, int]], policy_gemv_max_m: int,
+                policy_fused_max_m: int) -> dict[str, Any]:
+    """The fastest matmul path at each M of section "paths", and the policy thresholds it implies.
+
+    ``gemv_max_m`` is the largest measured M up to which the GEMV is strictly faster than every
+    other path at every measured M, on every shape (the fused path replaces it wherever it is at
+    least as fast). ``fused_max_m`` is the largest measured M up to which the fused path is at
+    least as fast as prefill at every measured M above ``gemv_max_m``, on every shape. Both are
+    capped by their kernels' limits; a CPU test checks the committed run against the defaults.
+    """
+    table: dict[str, dict[int, dict[str, float]]] = {}
+    for n, k in shapes:
+        per_m: dict[int, dict[str, float]] = {}
+        for r in rows:
+            if r.get("section") == "paths" and (r["N"], r["K"]) == (n, k) and r["kernel"] in PATH_KERNELS:
+                per_m.setdefault(r["M"], {})[r["kernel"]] = r["median_us"]
+        table[f"{n}x{k}"] = dict(sorted(per_m.items()))
+    ms = sorted({m for per_m in table.values() for m in per_m})
+
+    def holds(m: int, test: Any) -> bool:
+        return all(test(per_m[m]) for per_m in table.values() if m in per_m)
+
+    gemv_max = 0
+    for m in ms:
+        if m > GEMV_KERNEL_MAX_M or not holds(m, lambda t: "gemv" in t and all(
+                t["gemv"] < v for name, v in t.items() if name != "gemv")):
+            break
+        gemv_max = m
+    fused_max = gemv_max
+    for m in (m for m in ms if m > gemv_max):
+        if m > FUSED_KERNEL_MAX_M or not holds(m, lambda t: "fused_mma" in t and t["fused_mma"] <= t.get(
+                "prefill", math.inf)):
+            break
+        fused_max = m
+    fastest = {shape: {m: min(t, key=t.get) for m, t in per_m.items() if t} for shape, per_m in table.items()}
+    agree = (gemv_max, fused_max) == (policy_gemv_max_m, policy_fused_max_m)
+    summary = (f"GEMV fastest up to M = {gemv_max}, fused_mma up to M = {fused_max}, prefill above; policy "
+               f"gemv_max_m = {policy_gemv_max_m}, fused_max_m = {policy_fused_max_m}"
+               f"{'' if agree else ' (DIFFERENT from the measurement)'}")
+    return {"shapes": [list(s) for s in shapes], "times_us": table, "fastest": fastest,
+            "gemv_max_m_recommended": gemv_max, "fused_max_m_recommended": fused_max,
+            "policy_gemv_max_m": policy_gemv_max_m, "policy_fused_max_m": policy_fused_max_m,
+            "policy_matches": agree, "summary": summary}
 
 
 def load_layers(path: str | os.PathLike[str] = DEFAULT_LAYERS) -> dict[str, Any]:

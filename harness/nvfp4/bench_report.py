@@ -72,7 +72,18 @@ def render_benchmarks(source: Path, png_link: str = DEFAULT_PNG_LINK) -> str:
     host_path = source if results.get("host") else newest_results(source.parent, needs="host")
     host = (host_path.name, load_results(host_path)) if host_path is not None else None
     found = multi_gpu.newest()
-    return render_markdown(results, source.name, png_link, (found[0].name, found[1]) if found else None, host)
+    ort_path = REPO_ROOT / ORT_TIMING
+    ort = None
+    if ort_path.is_file():
+        from nvfp4_harness.nvfp4.onnxruntime import benchmarks_md
+
+        ort = benchmarks_md.load(ort_path)
+    return render_markdown(results, source.name, png_link, (found[0].name, found[1]) if found else None, host, ort)
+
+
+#: the committed ONNX Runtime timing file (python -m nvfp4_harness onnxruntime) whose section
+#: BENCHMARKS.md carries
+ORT_TIMING = "fixtures/gpu/onnxruntime-timing.json"
 
 
 # --- targets --------------------------------------------------------------------------------------
@@ -114,6 +125,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(_target(f"GEMV M=8 <= {GEMV_M8_OVER_M1}x its M=1 time on {n} x {k}", ratio,
                            f"<= {GEMV_M8_OVER_M1}x", ratio is not None and ratio <= GEMV_M8_OVER_M1,
                            f"{ratio:.2f}x" if ratio is not None else ""))
+    out += _path_targets(results)
     cross = results.get("crossover")
     if cross and cross.get("points"):
         rec, cur = cross["gemv_max_m_recommended"], cross["current_policy_gemv_max_m"]
@@ -122,6 +134,78 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         out.append(_target("policy gemv_max_m equals the measured crossover", None, "measured sweep", None, ""))
     return out
+
+
+#: issue #10's targets for the path the dispatcher picks at each M (section "paths"):
+#: (M, "copy" = fraction of the same-run copy of the row's bytes, or "cublas" = time over cuBLAS bf16)
+PATH_TARGETS: tuple[tuple[int, str, float], ...] = ((1, "copy", 0.80), (16, "copy", 0.70), (64, "cublas", 0.5),
+                                                    (256, "cublas", 1.3))
+
+
+def chosen_path_row(rows: Sequence[dict[str, Any]], n: int, k: int, m: int, gemv_max_m: int,
+                    fused_max_m: int) -> dict[str, Any] | None:
+    """The "paths" row of the path the default policy takes at M (GEMV, fused_mma or prefill)."""
+    kernel = "gemv" if m <= gemv_max_m else "fused_mma" if m <= fused_max_m else "prefill"
+    return find_row(rows, kernel, n, k, m, section="paths")
+
+
+def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    choice = results.get("path_choice")
+    rows = results["rows"]
+    out = []
+    for n, k in LARGE_SHAPES:
+        for m, kind, limit in PATH_TARGETS:
+            row = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"]) \
+                if choice else None
+            if kind == "copy":
+                value = fraction_of_copy(row) if row else None
+                out.append(_target(f"chosen path at M={m} >= {limit:.0%} of copy on {n} x {k}", value,
+                                   f">= {limit:.0%}", value is not None and value >= limit,
+                                   f"{value:.1%} ({row['kernel']})" if row else ""))
+            else:
+                cublas = find_row(rows, "cublas_bf16", n, k, m, section="paths")
+                value = row["median_us"] / cublas["median_us"] if row and cublas else None
+                out.append(_target(f"chosen path at M={m} <= {limit}x cuBLAS bf16 on {n} x {k}", value,
+                                   f"<= {limit}x", value is not None and value <= limit,
+                                   f"{value:.2f}x ({row['kernel']})" if value is not None else ""))
+    if choice:
+        out.append(_target("policy gemv_max_m and fused_max_m equal the measured crossovers",
+                           float(choice["fused_max_m_recommended"]),
+                           f"Policy() = ({choice['policy_gemv_max_m']}, {choice['policy_fused_max_m']})",
+                           choice["policy_matches"], f"measured ({choice['gemv_max_m_recommended']}, "
+                                                     f"{choice['fused_max_m_recommended']})"))
+    else:
+        out.append(_target("policy gemv_max_m and fused_max_m equal the measured crossovers", None,
+                           "section paths", None, ""))
+    return out
+
+
+def _paths_lines(results: dict[str, Any]) -> list[str]:
+    """Per shape and M: every eligible path's time, cuBLAS bf16 and the copy of the weights."""
+    choice = results.get("path_choice")
+    if not choice:
+        return ["Not measured in this run (section `paths`)."]
+    rows = _rows(results, "paths")
+    lines = [f"**Choice:** {choice['summary']}.", ""]
+    for n, k in (tuple(s) for s in choice["shapes"]):
+        body = []
+        for m in sorted({r["M"] for r in rows if (r["N"], r["K"]) == (n, k)}):
+            cells = {kern: find_row(rows, kern, n, k, m) for kern in ("gemv", "fused_mma", "prefill", "cublas_bf16")}
+            fastest = choice["fastest"].get(f"{n}x{k}", {}).get(str(m), choice["fastest"].get(f"{n}x{k}", {}).get(m))
+            chosen = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"])
+            fused = cells["fused_mma"]
+            body.append([m] + [_us(cells[c]["median_us"]) if cells[c] else "-" for c in
+                               ("gemv", "fused_mma", "prefill", "cublas_bf16")]
+                        + [str(fused.get("splits", "-")) if fused else "-",
+                           f"{fraction_of_copy(chosen):.0%}" if chosen else "-",
+                           f"{chosen['median_us'] / cells['cublas_bf16']['median_us']:.2f}x"
+                           if chosen and cells["cublas_bf16"] else "-",
+                           fastest or "-", chosen["kernel"] if chosen else "-"])
+        lines += [f"{n} x {k}:", ""]
+        lines += _table(["M", "gemv us", "fused_mma us", "prefill us", "cuBLAS bf16 us", "fused splits",
+                         "chosen: % of copy", "chosen / cuBLAS", "fastest", "policy takes"], body)
+        lines.append("")
+    return lines
 
 
 # --- formatting helpers -----------------------------------------------------------------------------
@@ -326,8 +410,10 @@ def _failure_lines(results: dict[str, Any]) -> list[str]:
 
 def render_markdown(results: dict[str, Any], source_name: str, png_link: str = DEFAULT_PNG_LINK,
                     multi_gpu: tuple[str, dict[str, Any]] | None = None,
-                    host: tuple[str, dict[str, Any]] | None = None) -> str:
-    """BENCHMARKS.md as a pure function of the results."""
+                    host: tuple[str, dict[str, Any]] | None = None,
+                    onnxruntime: dict[str, Any] | None = None) -> str:
+    """BENCHMARKS.md as a pure function of the results (and of the committed ONNX Runtime timing
+    file, when given: its section is :func:`nvfp4_harness.nvfp4.onnxruntime.benchmarks_md.render`)."""
     prov = results["provenance"]
     targets = evaluate_targets(results)
     lines = ["# Benchmarks", "",
@@ -348,6 +434,8 @@ def render_markdown(results: dict[str, Any], source_name: str, png_link: str = D
     lines += ["", "## Prefill (vec8 dequant + cuBLAS) beside cuBLAS bf16 alone, M = "
               + ", ".join(map(str, prefill_m)), ""]
     lines += _prefill_lines(results)
+    lines += ["", "## Every path at every M: GEMV, fused_mma and prefill beside cuBLAS bf16", ""]
+    lines += _paths_lines(results)
     sweep_n, sweep_k = _sweep_shape(results)
     lines += ["", f"## M sweep on {sweep_n} x {sweep_k}: GEMV against prefill", ""]
     lines += _sweep_lines(results)
@@ -361,6 +449,10 @@ def render_markdown(results: dict[str, Any], source_name: str, png_link: str = D
 
         lines += ["", "## The GPU dispatch suites on one and on every GPU of a host", ""]
         lines += multi.markdown_lines(*multi_gpu)
+    if onnxruntime is not None:
+        from nvfp4_harness.nvfp4.onnxruntime import benchmarks_md
+
+        lines += ["", benchmarks_md.render(onnxruntime).rstrip("\n")]
     lines += ["", "## Failures", ""] + _failure_lines(results)
     lines += ["", "## CPU-side costs", "",
               "The host-side costs (reference dequantization, SHA-256 hashing, dispatcher and listener overhead "
@@ -388,6 +480,8 @@ def console_summary(results: dict[str, Any]) -> str:
     if results.get("crossover"):
         lines.append(f"crossover: {results['crossover']['summary']}; recommended gemv_max_m = "
                      f"{results['crossover']['gemv_max_m_recommended']}")
+    if results.get("path_choice"):
+        lines.append(f"paths: {results['path_choice']['summary']}")
     rep = results.get("replay")
     if rep and rep.get("dequant_share") is not None:
         lines.append(f"replay: dequant {rep['dequant_total_us'] / 1000:.2f} ms, "

@@ -98,15 +98,15 @@ def _matmul_bound(a64: np.ndarray, w64: np.ndarray, bias64: np.ndarray, dtype: s
     dot = a64 @ w64.T
     ref = dot + bias64
     u = UNIT_ROUNDOFF[dtype]
-    # prefill rounds the dot and then the sum with the bias; gemv rounds once; both accumulate
-    # in fp32 (error <= K * 2^-24 * |a| @ |w| in the worst case)
-    rounding = u * (np.abs(ref) + (np.abs(dot) if path != "gemv" else 0.0))
+    # prefill rounds the dot and then the sum with the bias; gemv and fused_mma round once; all
+    # accumulate in fp32 (error <= K * 2^-24 * |a| @ |w| in the worst case)
+    rounding = u * (np.abs(ref) + (np.abs(dot) if path not in ("gemv", "fused_mma") else 0.0))
     accumulation = a64.shape[1] * 2.0**-24 * (np.abs(a64) @ np.abs(w64).T)
     return ref, rounding + accumulation + 1e-30
 
 
 def check_matmul(quick: bool) -> dict:
-    """GEMV and prefill outputs within the stated bound of a float64 reference."""
+    """GEMV, fused_mma and prefill outputs within the stated bound of a float64 reference."""
     import torch
 
     rows = []
@@ -119,8 +119,9 @@ def check_matmul(quick: bool) -> dict:
             w64 = reference.dequantize(packed, scales, g, 16, dtype).astype(np.float64)
             bias = torch.randn(n, dtype=_torch_dtype(dtype), device="cuda")
             bias64 = bias.double().cpu().numpy()
-            for m, path in ((1, "gemv"), (3, "gemv"), (8, "gemv"), (16, "prefill_vec8"),
-                            (16, "prefill_scalar"), (64, "prefill_vec8")):
+            for m, path in ((1, "gemv"), (3, "gemv"), (8, "gemv"), (1, "fused_mma"), (16, "fused_mma"),
+                            (64, "fused_mma"), (256, "fused_mma"), (16, "prefill_vec8"), (16, "prefill_scalar"),
+                            (64, "prefill_vec8")):
                 a = torch.randn(m, k, dtype=_torch_dtype(dtype), device="cuda")
                 y = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=Policy(force_path=path))
                 a64 = a.double().cpu().numpy()
@@ -175,27 +176,34 @@ def check_observe() -> dict:
     b, s, b7, s7 = map(_to_gpu, (packed, scales, packed7, scales7))
     a1 = torch.randn(1, 1024, dtype=torch.bfloat16, device="cuda")
     a64 = torch.randn(64, 1024, dtype=torch.float16, device="cuda")
+    a128 = torch.randn(128, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
+    default = nvfp4_kernels.current_policy()
+    gemv_on = Policy(gemv_max_m=8)
 
     def problem(op: str, m: int | None, k: int, bs: int, dtype: str) -> Problem:
         return Problem(op, m, 1024, k, bs, dtype, "cuda", True)
 
     calls = {
-        "matmul M=1 (gemv)": (lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g),
-                              problem("matmul", 1, 1024, 16, "bfloat16")),
-        "matmul M=64 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
-                                       problem("matmul", 64, 1024, 16, "float16")),
+        "matmul M=1 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g),
+                                   problem("matmul", 1, 1024, 16, "bfloat16"), default),
+        "matmul M=1, gemv_max_m=8 (gemv)": (lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g, policy=gemv_on),
+                                            problem("matmul", 1, 1024, 16, "bfloat16"), gemv_on),
+        "matmul M=64 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
+                                    problem("matmul", 64, 1024, 16, "float16"), default),
+        "matmul M=128 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a128, b, s, g),
+                                        problem("matmul", 128, 1024, 16, "float16"), default),
         "matmul block 7 (prefill_scalar)": (lambda: nvfp4_kernels.nvfp4_matmul(a7, b7, s7, g7, 7),
-                                            problem("matmul", 64, 1022, 7, "bfloat16")),
+                                            problem("matmul", 64, 1022, 7, "bfloat16"), default),
         "dequantize (prefill_vec8)": (lambda: nvfp4_kernels.dequantize(b, s, g),
-                                      problem("dequantize", None, 1024, 16, "bfloat16")),
+                                      problem("dequantize", None, 1024, 16, "bfloat16"), default),
         "dequantize block 7 (prefill_scalar)": (lambda: nvfp4_kernels.dequantize(b7, s7, g7, 7),
-                                                problem("dequantize", None, 1022, 7, "bfloat16")),
+                                                problem("dequantize", None, 1022, 7, "bfloat16"), default),
     }
     rows = []
-    for name, (fn, prob) in calls.items():
+    for name, (fn, prob, policy) in calls.items():
         fn()  # warm-up: library load and first launch stay out of the profile
-        obs = observe(MODEL, fn, prob, op=prob.op, policy=nvfp4_kernels.current_policy(), publish=False)
+        obs = observe(MODEL, fn, prob, op=prob.op, policy=policy, publish=False)
         problems = obs.agreement() + ([obs.event.finding] if obs.event.finding else [])
         # every operand is already on the device: a host-to-device copy here is dispatcher overhead
         problems += [f"unexpected {k!r} inside the call" for k in obs.launched if "Memcpy HtoD" in k]
@@ -221,7 +229,15 @@ def run_workload() -> None:
     b, s = _to_gpu(packed), _to_gpu(scales)
     for m in (1, 5, 8):
         bias = torch.randn(200, dtype=torch.bfloat16, device="cuda")
-        nvfp4_kernels.nvfp4_matmul(torch.randn(m, 320, dtype=torch.bfloat16, device="cuda"), b, s, g, 16, bias)
+        nvfp4_kernels.nvfp4_matmul(torch.randn(m, 320, dtype=torch.bfloat16, device="cuda"), b, s, g, 16, bias,
+                                   policy=Policy(gemv_max_m=8))
+    # the fused kernel: every M tile configuration, a partial row tile, split K (N = 200, K = 2048)
+    packed, scales, g = nvfp4.quantize(rng.standard_normal((200, 2048)).astype(np.float32), 16)
+    b, s = _to_gpu(packed), _to_gpu(scales)
+    for m in (1, 9, 17, 33, 64, 200):
+        bias = torch.randn(200, dtype=torch.float16, device="cuda")
+        nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.float16, device="cuda"), b, s, g, 16, bias,
+                                   policy=Policy(fused_max_m=256))
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)
     view.copy_(b)

@@ -15,9 +15,17 @@ Each mutation is a literal search/replace on a named file that must match exactl
 refactor moves the code, the mutation is reported as STALE (an error, never "caught"): update
 its search text. ``suites/test_mutation.py`` checks cheaply that every mutation still applies.
 
+GPU mutants (``--gpu``, on a machine with a CUDA GPU): bugs planted in the CUDA sources
+(:data:`GPU_MUTATIONS`: a dropped tail tile, a dropped partial K step, a scale-index slip, a lost
+negative zero, a dropped overflow path, changed reduction orders). Every mutant's library is
+built first, in parallel, into the copy's own build cache (``NVFP4_BUILD_DIR``); then the GPU
+suites that pin kernel bits (:data:`GPU_PYTEST_COMMAND`) run once per mutant. ``--out FILE``
+writes the outcomes with the GPU's provenance (committed as fixtures/gpu/mutation-gpu.json).
+
 Usage::
 
     python -m nvfp4_harness mutate                 # all mutations (slow: one suite run each)
+    python -m nvfp4_harness mutate --gpu --out fixtures/gpu/mutation-gpu.json   # the CUDA mutants
     python -m nvfp4_harness mutate --list          # what would be planted
     python -m nvfp4_harness mutate --only gemv-bias-after-rounding,k-mod-8-guard-weakened
     python -m nvfp4_harness mutate --pytest-args="-n 2"   # extra pytest arguments (e.g. xdist)
@@ -26,6 +34,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -39,6 +48,12 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PYTEST_COMMAND = ("-m", "pytest", "-m", "dispatch", "-x", "-q", "-p", "no:cacheprovider")
+#: the GPU suites that pin the CUDA kernels' bits and bounds (GPU mutants run these)
+GPU_PYTEST_COMMAND = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+                      "suites/test_fused_paths_bits.py", "suites/test_cuda_kernels.py",
+                      "suites/test_operator_hashes.py")
+#: where a copy's mutant libraries are built (NVFP4_BUILD_DIR of its suite runs)
+GPU_BUILD_DIR = "_gpu_build"
 _IGNORED = (".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info",
             ".benchmarks", ".ruff_cache", "_build", ".tox", "*.pyc")
 
@@ -84,8 +99,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "nibble-swap-gemv", "kernels/reference.py",
         "GEMV decodes the nibbles of each byte in the wrong order",
-        "codes[:, 0::2], codes[:, 1::2] = tile & 0x0F, tile >> 4",
-        "codes[:, 0::2], codes[:, 1::2] = tile >> 4, tile & 0x0F"),
+        # the decode itself (_decoded_rows_t) is shared with fused_mma: swap the nibbles of the
+        # GEMV's own bytes, so the bug is the GEMV's alone, as before the decode was shared
+        '    _check_fused_operands(a, packed, weight_scale, block_size, 32, "gemv")\n',
+        '    _check_fused_operands(a, packed, weight_scale, block_size, 32, "gemv")\n'
+        "    packed = (packed >> 4) | ((packed & 0x0F) << 4)\n"),
     Mutation(
         "scale-index-off-by-one-scalar", "kernels/reference.py",
         "scalar dequant: a high nibble that starts a new block reads the previous block's scale",
@@ -109,11 +127,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "gemv-fp16-accumulation", "kernels/reference.py",
         "GEMV keeps its running sum in fp16 instead of fp32",
-        "        acc[:, r0:r0 + tile.shape[0]] = accumulate_fp32(a32, np.ascontiguousarray(w_t))\n",
-        "        part = np.zeros((a32.shape[0], tile.shape[0]), dtype=np.float16)\n"
-        "        for kk in range(k):\n"
+        "        acc[:, r0:r0 + w_t.shape[1]] = accumulate_fp32(a32, w_t)\n",
+        "        part = np.zeros((a32.shape[0], w_t.shape[1]), dtype=np.float16)\n"
+        "        for kk in range(w_t.shape[0]):\n"
         "            part += (a32[:, kk:kk + 1] * w_t[kk]).astype(np.float16)\n"
-        "        acc[:, r0:r0 + tile.shape[0]] = part\n"),
+        "        acc[:, r0:r0 + w_t.shape[1]] = part\n"),
     Mutation(
         "k-mod-8-guard-weakened", "kernels/model.py",
         "the vec8 guard accepts K % 4 == 0, sending rows of half chunks to the vec8 kernel",
@@ -122,8 +140,50 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "gemv-bias-after-rounding", "kernels/reference.py",
         "GEMV rounds the dot product before adding the bias (two roundings instead of one)",
-        "acc = acc + np.asarray(bias).astype(np.float32)",
-        "acc = round_fp32_to(acc, dtype).astype(np.float32) + np.asarray(bias).astype(np.float32)"),
+        # fused_mma adds its bias with the same line: the GEMV's is the one after its accumulation
+        "accumulate_fp32(a32, w_t)\n    if bias is not None:\n        acc = acc + np.asarray(bias).astype(np.float32)",
+        "accumulate_fp32(a32, w_t)\n    if bias is not None:\n"
+        "        acc = round_fp32_to(acc, dtype).astype(np.float32) + np.asarray(bias).astype(np.float32)"),
+)
+
+
+#: Bugs planted in the CUDA sources, for ``--gpu``. Each names the GPU test meant to catch it.
+GPU_MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "fused-tail-tile-dropped", "kernels/cuda/fused_mma.cu",
+        "fused_mma: the row-tile count rounds down, so the last partial tile of N is never computed",
+        "  const int n_tiles = (n + TL::kRows - 1) / TL::kRows;\n",
+        "  const int n_tiles = n / TL::kRows > 0 ? n / TL::kRows : 1;\n"),
+    Mutation(
+        "fused-partial-split-dropped", "kernels/cuda/fused_mma.cu",
+        "fused_mma: steps per split round down, so an uneven split count drops the last K steps",
+        "  const int steps_per_split = (total_steps + splits - 1) / splits;\n",
+        "  const int steps_per_split = total_steps / splits;\n"),
+    Mutation(
+        "gemv-scale-index-slip", "kernels/cuda/gemv.cu",
+        "GEMV: words 1 and 3 of a row read the next half-row's scale",
+        "    decode_word<T, FAST>(word_of(s.w0, q), sc[q >> 1], r0);\n",
+        "    decode_word<T, FAST>(word_of(s.w0, q), sc[(q + 1) >> 1], r0);\n"),
+    Mutation(
+        "scalar-negative-zero-lost", "kernels/cuda/nvfp4_common.cuh",
+        "the scalar kernel's code decode drops the sign of code 0x8 (-0.0 becomes +0.0)",
+        "  const uint32_t bits = ((code & 8u) << 28) | ((code & 7u) << 22);\n",
+        "  const uint32_t bits = ((code & 7u) ? ((code & 8u) << 28) : 0u) | ((code & 7u) << 22);\n"),
+    Mutation(
+        "fused-overflow-path-dropped", "kernels/cuda/fused_mma.cu",
+        "fused_mma: the exact two-multiply form is never taken (s * 2^14 overflowing fp32 gives inf)",
+        "  slow = __any_sync(0xFFFFFFFFu, slow);\n",
+        "  slow = false;\n"),
+    Mutation(
+        "fused-splitk-order-reversed", "kernels/cuda/fused_mma.cu",
+        "fused_mma: the finalize kernel sums the split partials last split first",
+        "  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];\n",
+        "  for (int s = splits - 1; s >= 0; --s) sum += partial[s * total + idx];\n"),
+    Mutation(
+        "gemv-warp-order-reversed", "kernels/cuda/gemv.cu",
+        "GEMV: the block's 8 warp partials are summed last warp first",
+        "    for (int w = 0; w < kWarps; ++w) sum += red[w][src_i][src_lane];\n",
+        "    for (int w = kWarps - 1; w >= 0; --w) sum += red[w][src_i][src_lane];\n"),
 )
 
 
@@ -158,11 +218,48 @@ def check_definitions(root: Path = PROJECT_ROOT,
         except StaleMutation as exc:
             problems.append(str(exc))
             continue
+        if path.suffix != ".py":
+            continue  # CUDA sources: compile_cuda_mutant builds them (nvcc)
         try:
             compile(mutated, str(path), "exec")
         except SyntaxError as exc:
             problems.append(f"{mutation.name}: the mutated {mutation.file} does not compile ({exc})")
     return problems
+
+
+def mutated_cuda_sources(mutation: Mutation, dest: Path, root: Path = PROJECT_ROOT) -> Path:
+    """A copy of kernels/cuda in ``dest`` with ``mutation`` applied (its file must be there)."""
+    src = root / "kernels" / "cuda"
+    shutil.copytree(src, dest)
+    target = dest / Path(mutation.file).name
+    target.write_text(mutation.apply_to(target.read_text()))
+    return dest
+
+
+def build_gpu_mutants(mutations: Sequence[Mutation], root: Path, cache_dir: Path, log=print) -> dict[str, str]:
+    """Build every mutant's library into ``cache_dir`` in parallel (nvcc per mutant); returns
+    name -> "" when built, else the error. The suite runs then find them by source hash."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nvfp4_kernels import build
+
+    scratch = Path(tempfile.mkdtemp(prefix="nvfp4-gpu-mutant-src-"))
+
+    def one(mutation: Mutation) -> tuple[str, str]:
+        try:
+            sources = mutated_cuda_sources(mutation, scratch / mutation.name, root)
+            build.build_library(source_dir=sources, cache_dir=cache_dir)
+            return mutation.name, ""
+        except Exception as exc:  # noqa: BLE001 - reported per mutant
+            return mutation.name, f"{type(exc).__name__}: {str(exc)[:400]}"
+
+    try:
+        with ThreadPoolExecutor(max(1, min(len(mutations), os.cpu_count() or 1))) as pool:
+            results = dict(pool.map(one, mutations))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log(f"built {sum(not v for v in results.values())} of {len(mutations)} mutant libraries")
+    return results
 
 
 #: folder of the copy holding one link per renamed import name; first on the copy's PYTHONPATH
@@ -223,11 +320,17 @@ def _first_failure(output: str) -> str:
     return tail[-1][:160] if tail else ""
 
 
-def run_suite(copy: Path, pytest_args: Sequence[str], timeout: float) -> tuple[int | None, str, float]:
-    """Run the dispatch suites in ``copy``: (exit code or None on timeout, output, seconds)."""
+def run_suite(copy: Path, pytest_args: Sequence[str], timeout: float, gpu: bool = False
+              ) -> tuple[int | None, str, float]:
+    """Run the dispatch suites (or, ``gpu``, the GPU suites with the copy's own kernel build
+    cache) in ``copy``: (exit code or None on timeout, output, seconds)."""
     start = time.monotonic()
+    env = _environment(copy)
+    if gpu:
+        env["NVFP4_BUILD_DIR"] = str(copy / GPU_BUILD_DIR)
+    command = GPU_PYTEST_COMMAND if gpu else PYTEST_COMMAND
     try:
-        proc = subprocess.run([sys.executable, *PYTEST_COMMAND, *pytest_args], cwd=copy, env=_environment(copy),
+        proc = subprocess.run([sys.executable, *command, *pytest_args], cwd=copy, env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -254,7 +357,7 @@ def imports_from(copy: Path) -> str | None:
 
 def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: Sequence[str] = (),
         timeout: float = 1800.0, baseline: bool = True, keep: bool = False,
-        log=print) -> tuple[Outcome | None, list[Outcome]]:
+        log=print, gpu: bool = False) -> tuple[Outcome | None, list[Outcome]]:
     """Plant each mutation in a temporary copy of ``root`` and run the suites; see the module doc."""
     workdir = Path(tempfile.mkdtemp(prefix="nvfp4-mutants-"))
     try:
@@ -262,10 +365,16 @@ def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: S
         where = imports_from(copy)
         if where is not None:
             raise RuntimeError(f"the copy's packages do not shadow the installed ones; python imported:\n{where}")
+        build_errors: dict[str, str] = {}
+        if gpu:
+            from nvfp4_kernels import build
+
+            build.build_library(source_dir=copy / "kernels" / "cuda", cache_dir=copy / GPU_BUILD_DIR)
+            build_errors = build_gpu_mutants(mutations, root, copy / GPU_BUILD_DIR, log)
         base = None
         if baseline:
             log("baseline: running the unmutated suites ...")
-            rc, out, secs = run_suite(copy, pytest_args, timeout)
+            rc, out, secs = run_suite(copy, pytest_args, timeout, gpu)
             base = Outcome("(none: baseline)", "passed" if rc == 0 else "ERROR", secs,
                            "" if rc == 0 else f"exit {rc}: {_first_failure(out)}")
             if rc != 0:
@@ -282,8 +391,14 @@ def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: S
                 outcomes.append(Outcome(mutation.name, "STALE", 0.0, str(exc)))
                 log(f"{mutation.name}: STALE")
                 continue
+            if build_errors.get(mutation.name):
+                target.write_text(original)
+                outcomes.append(Outcome(mutation.name, "ERROR", 0.0, f"the mutant did not build: "
+                                                                    f"{build_errors[mutation.name]}"))
+                log(f"{mutation.name}: ERROR (build)")
+                continue
             try:
-                rc, out, secs = run_suite(copy, pytest_args, timeout)
+                rc, out, secs = run_suite(copy, pytest_args, timeout, gpu)
             finally:
                 target.write_text(original)
             if rc is None:
@@ -291,7 +406,7 @@ def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: S
             elif rc in (1, 2):  # tests failed, or collection/import failed: the suite went red
                 status, detail = "caught", _first_failure(out)
             elif rc == 0:
-                status, detail = "SURVIVED", "every dispatch test passed with the bug planted"
+                status, detail = "SURVIVED", f"every {'GPU' if gpu else 'dispatch'} test passed with the bug planted"
             else:
                 status, detail = "ERROR", f"pytest exit {rc}: {_first_failure(out)}"
             outcomes.append(Outcome(mutation.name, status, secs, detail))
@@ -317,6 +432,27 @@ def format_table(outcomes: Sequence[Outcome], mutations: Sequence[Mutation]) -> 
     return "\n".join(lines)
 
 
+def write_outcomes(path: Path, outcomes: Sequence[Outcome], mutations: Sequence[Mutation], base: Outcome | None,
+                   gpu: bool, argv: Sequence[str]) -> None:
+    """The run's outcomes as JSON, with the machine's provenance (GPU, driver, CUDA, torch)."""
+    import datetime as _dt
+
+    bugs = {m.name: m for m in mutations}
+    record: dict = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    "command": "python -m nvfp4_harness mutate " + " ".join(argv),
+                    "suite": list(GPU_PYTEST_COMMAND if gpu else PYTEST_COMMAND),
+                    "baseline": None if base is None else {"status": base.status, "seconds": round(base.seconds, 1)},
+                    "mutants": [{"name": o.name, "file": bugs[o.name].file, "bug": bugs[o.name].bug,
+                                 "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail}
+                                for o in outcomes]}
+    if gpu:
+        from nvfp4_harness.nvfp4.provenance import gpu_provenance
+
+        record["provenance"] = gpu_provenance()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nvfp4_harness mutate", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -329,9 +465,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
     parser.add_argument("--root", type=Path, default=PROJECT_ROOT, help="project to copy (default: this one)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="plant the CUDA mutants (GPU_MUTATIONS) and run the GPU suites (needs a CUDA GPU)")
+    parser.add_argument("--out", type=Path, default=None, help="write the outcomes (and provenance) as JSON here")
     args = parser.parse_args(list(argv) if argv is not None else None)
 
-    mutations = list(MUTATIONS)
+    mutations = list(GPU_MUTATIONS if args.gpu else MUTATIONS)
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = sorted(set(wanted) - {m.name for m in mutations})
@@ -349,11 +488,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"STALE: {problem}", file=sys.stderr)
         print(f"{len(mutations) - len(problems)} of {len(mutations)} mutations apply to {args.root}")
         return 1 if problems else 0
+    if args.gpu:
+        try:
+            import torch
+
+            has_gpu = torch.cuda.is_available()
+        except ImportError:
+            has_gpu = False
+        if not has_gpu:
+            print("mutate --gpu needs a CUDA GPU (torch.cuda.is_available() is False); run it on the GPU machine",
+                  file=sys.stderr)
+            return 2
     base, outcomes = run(mutations, args.root, shlex.split(args.pytest_args), args.timeout,
-                         baseline=not args.no_baseline, keep=args.keep)
+                         baseline=not args.no_baseline, keep=args.keep, gpu=args.gpu)
     if base is not None and base.status != "passed":
         print(f"the unmutated suites fail ({base.detail}); fix them before measuring mutants", file=sys.stderr)
         return 2
     print()
     print(format_table(outcomes, mutations))
+    if args.out is not None:
+        write_outcomes(args.out, outcomes, mutations, base, args.gpu, list(argv) if argv is not None else sys.argv[1:])
     return 0 if outcomes and all(o.caught for o in outcomes) else 1

@@ -14,7 +14,9 @@ from nvfp4_kernels import cuda_backend
 
 #: (kernel, M, N, K): the shapes the performance targets are stated on
 RUNS = (("prefill_vec8", 0, 17408, 5120), ("prefill_scalar", 0, 4096, 4096),
-        ("gemv", 1, 17408, 5120), ("gemv", 8, 17408, 5120), ("gemv", 1, 5120, 17408))
+        ("gemv", 1, 17408, 5120), ("gemv", 8, 17408, 5120), ("gemv", 1, 5120, 17408),
+        ("fused_mma", 1, 17408, 5120), ("fused_mma", 16, 17408, 5120), ("fused_mma", 64, 17408, 5120),
+        ("fused_mma", 256, 17408, 5120))
 
 
 def main() -> None:
@@ -23,9 +25,10 @@ def main() -> None:
     for kernel, m, n, k in RUNS:
         packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
         scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
-        if kernel == "gemv":
+        if kernel in ("gemv", "fused_mma"):
             a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
-            cuda_backend.gemv(a, packed, scales, g, None, torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+            launch = cuda_backend.gemv if kernel == "gemv" else cuda_backend.fused_mma
+            launch(a, packed, scales, g, None, torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
         else:
             out = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
             cuda_backend.dequantize(kernel, packed, scales, g, 16, out)

@@ -1,12 +1,14 @@
 """Shape matrices that force every dispatch path and both sides of every guard.
 
-A suite that only ever calls the operator with M <= 8 never leaves the decode GEMV, however
-many cases it has. The matrix here is written the other way round: every :class:`ShapeCase`
-states the path it is meant to force (``case.path``) and, computed from the guard table of
-docs/paths.md (restated in :func:`expected_guards`, independently of
-:mod:`nvfp4_kernels.paths`), the outcome of every guard the dispatcher evaluates for it. The suites
-run each case through the dispatcher and fail when the announced event disagrees, so a case
-that does not force what it claims is a test failure, not a silent loss of coverage.
+A suite that only ever calls the operator with M <= 8 and K % 128 == 0 never leaves the fused
+decode path, however many cases it has (and never meets the GEMV at all: the default policy
+turns it off, so the GEMV cases here carry a policy that enables it). The matrix here is
+written the other way round: every :class:`ShapeCase` states the path it is meant to force
+(``case.path``) and, computed from the guard table of docs/paths.md (restated in
+:func:`expected_guards`, independently of :mod:`nvfp4_kernels.paths`), the outcome of every
+guard the dispatcher evaluates for it. The suites run each case through the dispatcher and
+fail when the announced event disagrees, so a case that does not force what it claims is a
+test failure, not a silent loss of coverage.
 
 Cases build their own operands (:meth:`ShapeCase.build`), including misaligned views of B or
 of the output buffer, on the CPU (numpy) or on a GPU (torch CUDA tensors). Cases marked
@@ -31,6 +33,8 @@ import numpy as np
 import nvfp4_kernels
 from nvfp4_kernels.model import PATH_NAMES, Policy
 
+#: Paths that add the bias in fp32 before their one rounding to T (docs/contract.md).
+SINGLE_ROUNDING_PATHS = ("gemv", "fused_mma")
 #: Outcomes that launch no kernel (the dispatcher announces them with these names).
 SHORTCUT_PATHS = ("empty", "bias_only")
 DTYPES = ("float16", "bfloat16")
@@ -107,6 +111,9 @@ def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, ali
             "native_fp4.block_size_16": block_size == 16,
             "native_fp4.k_mod_32": k % 32 == 0,
             "native_fp4.n_mod_32": n % 32 == 0,
+            "fused_mma.m_in_range": m is not None and 1 <= m <= policy.fused_max_m,
+            "fused_mma.block_size_16": block_size == 16,
+            "fused_mma.k_mod_128": k % 128 == 0,
         })
     outcomes.update({
         "prefill_vec8.k_mod_8": k % 8 == 0,
@@ -250,25 +257,61 @@ def _dq(id: str, n: int, k: int, bs: int, dtype: str, path: str, why: str, **ext
 
 BIG_N = 65_537  # more rows than a 2-D grid's blockIdx.y can cover (65,535)
 
+#: The policy that turns the decode GEMV on: the default policy (``gemv_max_m = 0``, the H200
+#: crossover) never takes it, so every case that forces the GEMV, or one GEMV guard alone to
+#: false, carries this policy.
+GEMV_POLICY = Policy(gemv_max_m=8)
+#: The policy that lets the fused path take M up to the fused kernel's own limit (256); the
+#: default stops it at M = 64 (the H200 crossover).
+FUSED_FULL_POLICY = Policy(fused_max_m=256)
+
 #: The matrix: (path forced, guard side exercised) for every path, edges included.
 MATRIX: tuple[ShapeCase, ...] = (
-    # gemv: 1 <= M <= 8, block 16, K % 32 == 0
-    _mm("gemv-m1-n1", (1,), 1, 32, 16, "float16", "gemv", "M = 1, N = 1"),
-    _mm("gemv-m1-bias", (1,), 48, 64, 16, "bfloat16", "gemv", "M = 1 with bias", bias=True),
-    _mm("gemv-m8-edge", (8,), 40, 96, 16, "float16", "gemv", "M = 8: the last M the GEMV takes",
-        bias=True),
-    _mm("gemv-lead-2x3", (2, 3), 24, 128, 16, "bfloat16", "gemv", "A [2, 3, K]: leading dims flatten to M"),
+    # gemv, taken when a policy enables it: 1 <= M <= gemv_max_m (8 here), block 16, K % 32 == 0
+    _mm("gemv-m1-n1", (1,), 1, 32, 16, "float16", "gemv", "M = 1, N = 1", policy=GEMV_POLICY),
+    _mm("gemv-m1-bias", (1,), 48, 64, 16, "bfloat16", "gemv", "M = 1 with bias", bias=True, policy=GEMV_POLICY),
+    _mm("gemv-m8-edge", (8,), 40, 96, 16, "float16", "gemv", "M = 8: the last M the GEMV takes (gemv_max_m = 8)",
+        bias=True, policy=GEMV_POLICY),
+    _mm("gemv-lead-2x3", (2, 3), 24, 128, 16, "bfloat16", "gemv", "A [2, 3, K]: leading dims flatten to M",
+        policy=GEMV_POLICY),
     _mm("gemv-misaligned-b", (2,), 16, 64, 16, "bfloat16", "gemv",
         "misaligned B does not matter to the GEMV (vec8's aligned guard false, gemv still taken)",
-        misaligned="b"),
-    _mm("gemv-big-n", (1,), BIG_N, 32, 16, "bfloat16", "gemv", "N > 65,535 rows"),
-    # gemv guards false one at a time -> prefill_vec8
-    _mm("vec8-m9", (9,), 32, 64, 16, "float16", "prefill_vec8", "M = 9: gemv.m_in_range false"),
+        misaligned="b", policy=GEMV_POLICY),
+    _mm("gemv-big-n", (1,), BIG_N, 32, 16, "bfloat16", "gemv", "N > 65,535 rows", policy=GEMV_POLICY),
+    # fused_mma: gemv_max_m < M <= fused_max_m (64 by default, at most 256), block 16, K % 128 == 0
+    _mm("fused-m1-decode", (1,), 16, 128, 16, "bfloat16", "fused_mma",
+        "M = 1 under the default policy: gemv.m_in_range false (gemv_max_m = 0), the fused path takes decode"),
+    _mm("fused-m9", (9,), 40, 128, 16, "bfloat16", "fused_mma",
+        "M = 9 with gemv_max_m = 8: the first M past the GEMV", bias=True, policy=GEMV_POLICY),
+    _mm("fused-m64-edge", (64,), 24, 128, 16, "bfloat16", "fused_mma",
+        "M = 64: the last M the fused path takes by default (fused_max_m = 64)", bias=True),
+    _mm("fused-m256-edge", (256,), 24, 256, 16, "float16", "fused_mma",
+        "M = 256 with fused_max_m = 256: the last M the fused kernel takes", policy=FUSED_FULL_POLICY),
+    _mm("fused-lead-3x5-tail", (3, 5), 70, 384, 16, "bfloat16", "fused_mma",
+        "A [3, 5, K]; N = 70 leaves a partial 64-row tile", bias=True),
+    _mm("fused-splitk", (9,), 64, 2048, 16, "float16", "fused_mma",
+        "one row tile, 16 K steps: the H200 split-K structure (4 splits)", bias=True),
+    _mm("fused-misaligned-b", (12,), 16, 128, 16, "bfloat16", "fused_mma",
+        "misaligned B does not matter to the fused path (vec8's aligned guard false)", misaligned="b"),
+    # fused_mma guards false one at a time -> prefill_vec8
+    _mm("vec8-m65", (65,), 16, 128, 16, "float16", "prefill_vec8",
+        "M = 65, K % 128 == 0: fused_mma.m_in_range false under the default policy (fused_max_m = 64)"),
+    _mm("vec8-m257", (257,), 16, 128, 16, "bfloat16", "prefill_vec8",
+        "M = 257 with fused_max_m = 256: past the fused kernel's own limit", policy=FUSED_FULL_POLICY),
+    _mm("vec8-m16-bs32-k128", (16,), 16, 128, 32, "float16", "prefill_vec8",
+        "M = 16, K % 128 == 0 but block 32: fused_mma.block_size_16 false"),
+    _mm("vec8-fused-disabled", (9,), 16, 128, 16, "bfloat16", "prefill_vec8",
+        "policy fused_max_m = 0 turns the fused path off", policy=Policy(fused_max_m=0)),
+    # gemv guards false one at a time (the GEMV enabled) -> prefill_vec8 (K % 128 != 0 refuses fused)
+    _mm("vec8-m9", (9,), 32, 64, 16, "float16", "prefill_vec8", "M = 9 with gemv_max_m = 8: gemv.m_in_range false",
+        policy=GEMV_POLICY),
     _mm("vec8-m1-k40", (1,), 16, 40, 16, "bfloat16", "prefill_vec8",
-        "M = 1 but K % 32 != 0: gemv.k_mod_32 false, prefill taken; partial last block", bias=True),
-    _mm("vec8-m8-bs32", (8,), 16, 64, 32, "float16", "prefill_vec8", "M = 8 but block 32: gemv.block_size_16 false"),
-    _mm("vec8-gemv-disabled", (4,), 32, 64, 16, "bfloat16", "prefill_vec8",
-        "policy gemv_max_m = 0 turns the GEMV off", policy=Policy(gemv_max_m=0)),
+        "M = 1 but K % 32 != 0: gemv.k_mod_32 false, prefill taken; partial last block", bias=True,
+        policy=GEMV_POLICY),
+    _mm("vec8-m8-bs32", (8,), 16, 64, 32, "float16", "prefill_vec8", "M = 8 but block 32: gemv.block_size_16 false",
+        policy=GEMV_POLICY),
+    _mm("vec8-m1-default", (1,), 32, 64, 16, "bfloat16", "prefill_vec8",
+        "M = 1 under the default policy: gemv.m_in_range false (gemv_max_m = 0) and K % 128 != 0"),
     _mm("vec8-native-disabled", (9,), 32, 64, 16, "float16", "prefill_vec8",
         "policy native_fp4_enabled = False: native_fp4.enabled false",
         policy=Policy(native_fp4_enabled=False)),
@@ -313,12 +356,14 @@ MATRIX: tuple[ShapeCase, ...] = (
     _dq("dq-scalar-misaligned-out", 8, 64, 16, "float16", "prefill_scalar",
         "dequantize into an output buffer that is not 16-byte aligned", misaligned="out"),
     # GPU-only: misaligned CUDA views (the address guard as the CUDA kernels see it)
-    _mm("gpu-scalar-misaligned-b", (16,), 64, 128, 16, "bfloat16", "prefill_scalar",
+    _mm("gpu-scalar-misaligned-b", (16,), 64, 96, 16, "bfloat16", "prefill_scalar",
         "CUDA B view one byte off", misaligned="b", gpu_only=True),
     _dq("gpu-dq-scalar-misaligned-out", 32, 128, 16, "bfloat16", "prefill_scalar",
         "CUDA output view not 16-byte aligned", misaligned="out", gpu_only=True),
     _mm("gpu-gemv-misaligned-b", (1,), 64, 128, 16, "float16", "gemv",
-        "CUDA B view one byte off, still GEMV", misaligned="b", gpu_only=True),
+        "CUDA B view one byte off, still GEMV", misaligned="b", gpu_only=True, policy=GEMV_POLICY),
+    _mm("gpu-fused-misaligned-b", (24,), 64, 256, 16, "bfloat16", "fused_mma",
+        "CUDA B view one byte off, still fused (launched on an aligned copy)", misaligned="b", gpu_only=True),
 )
 
 
@@ -414,7 +459,7 @@ def check_against_oracle(case: ShapeCase, ops: Operands, result: Any, path: str)
         return
     a = to_numpy(ops.a).reshape(-1, case.k)
     w = oracle_dequantize(ops.b, ops.weight_scale, ops.weight_scale_2, case.block_size, case.dtype)
-    y64, bound = matmul_error_bound(a, w, bias, case.dtype, roundings=1 if path == "gemv" else 2)
+    y64, bound = matmul_error_bound(a, w, bias, case.dtype, roundings=1 if path in SINGLE_ROUNDING_PATHS else 2)
     got = host.reshape(-1, case.n)
     err = np.abs(got.astype(np.float64) - y64)
     bad = np.argwhere(~(err <= bound))

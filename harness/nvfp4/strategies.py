@@ -6,6 +6,16 @@ keeps each faster path out (say "K % 8 != 0" or "B misaligned"), then draws K, t
 M and the alignment so that exactly that happens. Nothing is generated and thrown away, so
 Hypothesis never starves on a filter and shrinking stays inside the requested path.
 
+Policies: the default policy (``Policy()``) turns the decode GEMV off (``gemv_max_m = 0``) and
+lets the fused tensor-core path take ``1 <= M <= 64``. A problem drawn for ``path="gemv"``
+therefore carries a policy that enables the GEMV (:data:`~nvfp4_harness.nvfp4.shapes.GEMV_POLICY`,
+``gemv_max_m = 8``) in its case's ``policy`` field, and so do the prefill problems whose
+deciding guard is a GEMV guard ("M > gemv_max_m", "K % 32 != 0"); every other problem runs
+under the default policy. :meth:`Nvfp4Problem.run` calls the operator with the case's policy,
+so run problems through it (or pass ``problem.case.policy`` on) rather than calling the
+operator with the default policy. Fused problems draw ``1 <= M <= min(64, max_m)``; prefill
+problems refuse the fused path by K % 128 != 0, a block size other than 16, or M > 64.
+
 Every draw calls ``hypothesis.event("path: ...")`` and ``event("why: ...")``, so
 ``pytest --hypothesis-show-statistics`` tells how the examples were spread over paths and
 over the guard that decided them.
@@ -29,13 +39,15 @@ import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from nvfp4_harness.nvfp4.shapes import DTYPES, Operands, ShapeCase
+from nvfp4_harness.nvfp4.shapes import DTYPES, GEMV_POLICY, Operands, ShapeCase
 from nvfp4_kernels.model import Policy
 
-MATMUL_PATHS = ("gemv", "prefill_vec8", "prefill_scalar")
+MATMUL_PATHS = ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar")
 DEQUANT_PATHS = ("prefill_vec8", "prefill_scalar")
 #: block sizes whose scale boundaries fall inside an 8-value chunk (vec8's mid-chunk advance)
 CHUNK_CROSSING_BLOCKS = (2, 4, 6, 10, 12, 14)
+#: the policy of every drawn problem that does not need the GEMV enabled
+DEFAULT_POLICY = Policy()
 
 
 @dataclass
@@ -71,7 +83,7 @@ def nvfp4_problems(
     dtype: str | None = None,
     backend: str = "cpu",
     block_size: int | None = None,
-    max_m: int = 24,
+    max_m: int = 80,
     max_n: int = 40,
     max_k: int = 200,
     bias: bool | None = None,
@@ -86,6 +98,12 @@ def nvfp4_problems(
     ``backend`` ``"cpu"`` (numpy or CPU torch tensors, see ``container``) or ``"cuda"``;
     ``weights`` ``"codes"`` or ``"quantized"`` (None draws both); ``allow_misaligned=False``
     keeps every buffer aligned (e.g. to force a GEMV problem through vec8 as well).
+
+    Each problem's case carries the policy it must run under (``problem.case.policy``): a
+    GEMV-enabling policy (``gemv_max_m = 8``) for ``path="gemv"`` and for prefill problems
+    whose deciding guard is a GEMV guard, the default policy otherwise (which refuses the GEMV
+    at every M). The default ``max_m`` (80) leaves room for M > 64, past the fused path's
+    default range.
     """
     _require(op in ("matmul", "dequantize"), f"op must be 'matmul' or 'dequantize', got {op!r}")
     allowed = MATMUL_PATHS if op == "matmul" else DEQUANT_PATHS
@@ -107,8 +125,9 @@ def nvfp4_problems(
     feasible = [p for p in paths if _plan_options(p, op, block_size, max_m, max_k, allow_misaligned)]
     if not feasible:
         need = {"gemv": "block_size 16 (or None) and max_k >= 32",
-                "prefill_vec8": "an even block_size (or None) and room to refuse the GEMV "
-                                "(max_m >= 9, max_k >= 40, or a block size other than 16)",
+                "fused_mma": "block_size 16 (or None) and max_k >= 128",
+                "prefill_vec8": "an even block_size (or None) and max_k >= 8, to refuse the GEMV and the "
+                                "fused path (K % 128 != 0, M > 64 or a block size other than 16)",
                 "prefill_scalar": "max_k >= 2 (for K % 8 != 0)"}
         raise InvalidArgument(f"no {op} problem can take {path or 'any path'} with block_size={block_size}, "
                               f"max_m={max_m}, max_k={max_k}: {path} needs {need.get(path or '', '')}")
@@ -121,6 +140,10 @@ def _plan_options(path: str, op: str, bs: int | None, max_m: int, max_k: int,
     """The ways (guard that decides) a problem of ``path`` can be built under the limits."""
     if path == "gemv":
         return ["all gemv guards hold"] if bs in (None, 16) and max_k >= 32 else []
+    if path == "fused_mma":
+        if bs not in (None, 16) or max_k < 128:
+            return []
+        return ["default policy, fused guards hold"] + (["M > gemv_max_m, fused guards hold"] if max_m >= 9 else [])
     if path == "prefill_vec8":
         if bs is not None and bs % 2:
             return []
@@ -128,7 +151,9 @@ def _plan_options(path: str, op: str, bs: int | None, max_m: int, max_k: int,
             return ["vec8 guards hold"] if max_k >= 8 else []
         return [why for why, ok in (("M > gemv_max_m", max_m >= 9 and max_k >= 8),
                                     ("block_size != 16", bs != 16 and max_k >= 8),
-                                    ("K % 32 != 0", max_k >= 8)) if ok]
+                                    ("K % 32 != 0", max_k >= 8),
+                                    ("K % 128 != 0", max_k >= 8),
+                                    ("M > fused_max_m", max_m > DEFAULT_POLICY.fused_max_m and max_k >= 8)) if ok]
     options = []
     if max_k >= 2:
         options.append("K % 8 != 0")
@@ -148,15 +173,26 @@ def _problems(draw: st.DrawFn, paths: tuple[str, ...], op: str, dtype: str | Non
     path = draw(st.sampled_from(paths))
     why = draw(st.sampled_from(_plan_options(path, op, bs, max_m, max_k, allow_misaligned)))
     misaligned = None
-    if path == "gemv":
+    policy = DEFAULT_POLICY
+    if path == "gemv":  # the default policy never takes the GEMV: enable it
+        policy = GEMV_POLICY
         bs, k = 16, 32 * draw(st.integers(1, max_k // 32))
-        m = draw(st.integers(1, min(8, max_m)))
+        m = draw(st.integers(1, min(GEMV_POLICY.gemv_max_m, max_m)))
         if allow_misaligned:
             misaligned = draw(st.sampled_from([None, "b"]))  # the GEMV ignores alignment
+    elif path == "fused_mma":
+        bs, k = 16, 128 * draw(st.integers(1, max_k // 128))
+        if why == "M > gemv_max_m, fused guards hold":  # the GEMV enabled, M just past it
+            policy = GEMV_POLICY
+            m = draw(st.integers(GEMV_POLICY.gemv_max_m + 1, min(GEMV_POLICY.fused_max_m, max_m)))
+        else:  # the default policy: decode (M = 1) included
+            m = draw(st.integers(1, min(DEFAULT_POLICY.fused_max_m, max_m)))
+        if allow_misaligned:
+            misaligned = draw(st.sampled_from([None, "b"]))  # launched on aligned copies
     elif path == "prefill_vec8":
-        bs, k, m = _draw_vec8(draw, op, why, bs, max_m, max_k)
+        bs, k, m, policy = _draw_vec8(draw, op, why, bs, max_m, max_k)
     else:
-        bs, k, m, misaligned = _draw_scalar(draw, op, why, bs, max_m, max_k)
+        bs, k, m, misaligned, policy = _draw_scalar(draw, op, why, bs, max_m, max_k)
     event(f"path: {path}")
     event(f"why: {why}")
     dtype = dtype or draw(st.sampled_from(DTYPES))
@@ -164,7 +200,7 @@ def _problems(draw: st.DrawFn, paths: tuple[str, ...], op: str, dtype: str | Non
     lead = None if op == "dequantize" else _draw_lead(draw, m)
     case = ShapeCase(
         id=f"{path}-m{m}-n{n}-k{k}-bs{bs}-{dtype}", op=op, lead=lead, n=n, k=k, block_size=bs, dtype=dtype,
-        path=path, why=why, misaligned=misaligned,
+        path=path, why=why, misaligned=misaligned, policy=policy,
         bias=op == "matmul" and (draw(st.booleans()) if bias is None else bias),
         weights=weights or draw(st.sampled_from(["codes", "quantized"])))
     kind = container or ("torch" if backend == "cuda" else draw(st.sampled_from(["numpy", "torch"])))
@@ -189,36 +225,54 @@ def _even_block(draw: st.DrawFn, exclude_16: bool = False) -> int:
 
 
 def _draw_vec8(draw: st.DrawFn, op: str, why: str, bs: int | None, max_m: int,
-               max_k: int) -> tuple[int, int, int | None]:
-    """K % 8 == 0 and an even block size, with the GEMV refused by the guard ``why``."""
+               max_k: int) -> tuple[int, int, int | None, Policy]:
+    """K % 8 == 0 and an even block size, with the GEMV and the fused path refused, and the
+    policy to run under. ``why`` names the deciding guard: a GEMV guard ("M > gemv_max_m",
+    "K % 32 != 0", under the GEMV-enabling policy; the fused path refused by the same guard, by
+    K % 128 != 0 or by the block size) or a fused guard ("K % 128 != 0", "M > fused_max_m",
+    "block_size != 16", under the default policy, which refuses the GEMV at every M)."""
     m: int | None = None
+    policy = GEMV_POLICY if why in ("M > gemv_max_m", "K % 32 != 0") else DEFAULT_POLICY
     if why == "block_size != 16":
         bs = bs if bs is not None else _even_block(draw, exclude_16=True)
+    elif why == "K % 128 != 0" and bs is None:
+        bs = 16  # only K % 128 refuses the fused path
     elif bs is None:
         bs = _even_block(draw)
     if why == "K % 32 != 0":
         k = draw(st.sampled_from([k for k in range(8, max_k + 1, 8) if k % 32]))
+    elif why == "K % 128 != 0" or (why == "M > gemv_max_m" and bs == 16):
+        k = draw(st.sampled_from([k for k in range(8, max_k + 1, 8) if k % 128]))
     else:
         k = 8 * draw(st.integers(1, max_k // 8))
     if op == "matmul":
-        m = draw(st.integers(9, max_m)) if why == "M > gemv_max_m" else draw(st.integers(1, max_m))
-    return bs, k, m
+        if why == "M > gemv_max_m":
+            m = draw(st.integers(GEMV_POLICY.gemv_max_m + 1, max_m))
+        elif why == "M > fused_max_m":
+            m = draw(st.integers(DEFAULT_POLICY.fused_max_m + 1, max_m))
+        elif why == "K % 128 != 0":
+            m = draw(st.integers(1, min(DEFAULT_POLICY.fused_max_m, max_m)))
+        else:
+            m = draw(st.integers(1, max_m))
+    return bs, k, m, policy
 
 
 def _draw_scalar(draw: st.DrawFn, op: str, why: str, bs: int | None, max_m: int,
-                 max_k: int) -> tuple[int, int, int | None, str | None]:
-    """A problem that vec8 refuses by ``why`` and (for matmul) the GEMV refuses too."""
+                 max_k: int) -> tuple[int, int, int | None, str | None, Policy]:
+    """A problem that vec8 refuses by ``why`` and (for matmul) the GEMV and the fused path
+    refuse too, and the policy to run under."""
     misaligned = None
+    policy = DEFAULT_POLICY
     m = draw(st.integers(1, max_m)) if op == "matmul" else None
-    if why == "K % 8 != 0":  # K % 32 != 0 too, so the GEMV is refused whatever M is
+    if why == "K % 8 != 0":  # K % 32 and K % 128 != 0 too: the GEMV and the fused path refused whatever M is
         k = draw(st.sampled_from([k for k in range(2, max_k + 1, 2) if k % 8]))
         bs = bs if bs is not None else draw(st.integers(1, 70))
-    elif why == "odd block_size":  # block_size != 16, so the GEMV is refused
+    elif why == "odd block_size":  # block_size != 16, so the GEMV and the fused path are refused
         bs = bs if bs is not None else 2 * draw(st.integers(0, 35)) + 1
         k = 2 * draw(st.integers(1, max_k // 2))
-    else:  # misaligned: shapes that vec8 would take, the GEMV refused as in _draw_vec8
+    else:  # misaligned: shapes that vec8 would take, the GEMV and fused refused as in _draw_vec8
         misaligned = "out" if why == "misaligned output" else "b"
         vec8_why = "vec8 guards hold" if op == "dequantize" else draw(
             st.sampled_from(_plan_options("prefill_vec8", op, bs, max_m, max_k)))
-        bs, k, m = _draw_vec8(draw, op, vec8_why, bs, max_m, max_k)
-    return bs, k, m, misaligned
+        bs, k, m, policy = _draw_vec8(draw, op, vec8_why, bs, max_m, max_k)
+    return bs, k, m, misaligned, policy

@@ -11,62 +11,20 @@
 // reduce through shared memory in a fixed order. When N/16 tiles do not fill the GPU, K is also
 // split across blocks (fp32 partials in a workspace, summed in a fixed order by a finalize kernel),
 // so the bias is added in fp32 and the result rounded to T exactly once either way.
-#include "nvfp4_common.cuh"
+#include "mma_decode.cuh"
 
 namespace {
 
+using nvfp4::decode_word;
+using nvfp4::e4m3x2_to_f32;
+using nvfp4::load_stream_v4;
+using nvfp4::Mma;
 using nvfp4::OutT;
+using nvfp4::word_of;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kStepK = 128;  // values of K per warp step (4 threads x 32 values)
-
-template <typename T>
-struct Mma;
-
-template <>
-struct Mma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                             uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-};
-
-template <>
-struct Mma<__half> {
-  static __device__ __forceinline__ void run(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                             uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-};
-
-__device__ __forceinline__ uint4 load_stream_v4(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-// Two E4M3 bytes (low byte first) -> exact fp32 pair. Hardware cvt on sm_89+, bit trick elsewhere.
-__device__ __forceinline__ float2 e4m3x2_to_f32(uint32_t two_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  uint32_t h2;
-  const unsigned short in = static_cast<unsigned short>(two_bytes);
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(in));
-  return __half22float2(*reinterpret_cast<const __half2*>(&h2));
-#else
-  return make_float2(nvfp4::e4m3_to_f32(two_bytes & 0xFFu), nvfp4::e4m3_to_f32(two_bytes >> 8));
-#endif
-}
 
 // One thread's operands for one K step: 16 packed bytes of rows g and g+8, their two scale bytes
 // each, and 32 activation values of row g (zeros where the row or the step does not exist).
@@ -97,25 +55,6 @@ __device__ __forceinline__ void load_step(Step& s, const uint4* __restrict__ pac
   const uint4* arow = a + (static_cast<int64_t>(g) * k + k_off) / 8;  // 8 values per uint4
 #pragma unroll
   for (int i = 0; i < 4; ++i) s.act[i] = act_ok ? __ldg(arow + i) : zero;
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int q) {
-  return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
-}
-
-// Decode word q of one row into the four A-fragment registers of MMAs 2q and 2q+1.
-// FAST: v = f * (s * 2^14), valid whenever s * 2^14 does not overflow; otherwise (f * 2^14) * s.
-template <typename T, bool FAST>
-__device__ __forceinline__ void decode_word(uint32_t w, float s_or_big, uint32_t r[4]) {
-  float f[8];
-  nvfp4::e2m1x8_to_f32_scaled(w, f);
-  float v[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = FAST ? f[i] * s_or_big : (f[i] * nvfp4::pow2_14()) * s_or_big;
-  r[0] = OutT<T>::pack2(v[0], v[1]);  // MMA 2q, slots 2t, 2t+1
-  r[1] = OutT<T>::pack2(v[2], v[3]);  // MMA 2q, slots 2t+8, 2t+9
-  r[2] = OutT<T>::pack2(v[4], v[5]);  // MMA 2q+1, slots 2t, 2t+1
-  r[3] = OutT<T>::pack2(v[6], v[7]);  // MMA 2q+1, slots 2t+8, 2t+9
 }
 
 template <typename T, bool FAST>

@@ -10,23 +10,23 @@
 extern "C" {
 
 struct Nvfp4LaunchArgs {
-  const void* a;        // activations [m, k] (GEMV only)
+  const void* a;        // activations [m, k] (GEMV and fused only)
   const void* packed;   // [n, k/2] packed E2M1 codes
   const void* scales;   // [n, ceil(k/block_size)] E4M3 bytes
   const void* g;        // one fp32 global scale in device memory
-  const void* bias;     // [n] or null (GEMV only)
-  void* out;            // GEMV: [m, n]; dequant: [n, k]
-  float* workspace;     // GEMV split-K partials, splits * m * n floats (or null)
+  const void* bias;     // [n] or null (GEMV and fused only)
+  void* out;            // GEMV, fused: [m, n]; dequant: [n, k]
+  float* workspace;     // GEMV / fused split-K partials, splits * m * n floats (or null)
   cudaStream_t stream;
   int64_t n;
   int64_t k;
   int32_t m;
   int32_t block_size;
   int32_t out_bf16;
-  int32_t splits;       // GEMV: K splits; dequant vec8: chunks per thread (0 = automatic)
+  int32_t splits;       // GEMV, fused: K splits; dequant vec8: chunks per thread (0 = automatic)
 };
 
-// 0: the GEMV, 1: vec8 dequant, 2: scalar dequant.
+// 0: the GEMV, 1: vec8 dequant, 2: scalar dequant, 3: the fused tensor-core kernel.
 int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* args);
 int nvfp4_launch_args_size(void);
 

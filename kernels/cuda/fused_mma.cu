@@ -1,0 +1,428 @@
+// Fused NVFP4 tensor-core matmul for small and medium M (1 <= M <= 256): Y = A @ W^T (+ bias)
+// with block_size 16 and K % 128 == 0. The packed weights and their scale bytes are read from
+// device memory once per M tile, decoded in registers to exactly the contract's T bits (the same
+// decode as the GEMV, mma_decode.cuh), and multiplied on tensor cores with fp32 accumulators. No
+// bf16 copy of the weights is ever written.
+//
+// Layout of the work. The MMA is m16n8k16 with the weight rows as its M (16 per row tile) and the
+// activation rows as its N (8 per activation tile), as in the GEMV. A block of 4 warps owns
+// 64 * RT weight rows (each warp RT row tiles) and 8 * MT activation rows, and walks its K range
+// in steps of 128 values. Each step's operands (64 packed bytes and 8 scale bytes per weight row,
+// 256 bytes per activation row) are brought into shared memory by cp.async, kStages steps ahead,
+// so several steps of the weight stream are in flight per block without holding them in
+// registers. Each thread decodes the 32 values 32t..32t+31 of its weight rows (the GEMV's
+// fragment mapping), reuses each decoded fragment for all MT activation tiles, and reads the
+// matching activation values with 16-byte shared loads from an XOR-swizzled tile (conflict free).
+//
+// Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
+// same K order whatever MT and RT are; when the grid also splits K (too few tiles to fill the
+// GPU), each split writes fp32 partials and a finalize kernel sums them in split order. The bias
+// is added in fp32 before the single rounding to T. So the bits depend only on the inputs and
+// the split count, which the host chooses from the shape and the GPU (nvfp4_kernels.cuda_backend).
+#include "mma_decode.cuh"
+
+namespace {
+
+using nvfp4::decode_word;
+using nvfp4::e4m3x2_to_f32;
+using nvfp4::Mma;
+using nvfp4::OutT;
+using nvfp4::word_of;
+
+// Tuning knobs, fixed at build time (the defaults are the measured best on an H200; see
+// benchmarks/NOTES.md). nvfp4_kernels.tiling mirrors the tile shapes they give.
+#ifndef NVFP4_FUSED_WARPS
+#define NVFP4_FUSED_WARPS 4
+#endif
+#ifndef NVFP4_FUSED_STAGES
+#define NVFP4_FUSED_STAGES 3
+#endif
+#ifndef NVFP4_FUSED_RT_SMALL
+#define NVFP4_FUSED_RT_SMALL 1
+#endif
+#ifndef NVFP4_FUSED_RT_LARGE
+#define NVFP4_FUSED_RT_LARGE 2
+#endif
+
+constexpr int kWarps = NVFP4_FUSED_WARPS;
+constexpr int kThreads = kWarps * 32;
+constexpr int kStepK = 128;                 // values of K per step: 64 packed bytes, 8 scale bytes per row
+constexpr int kStages = NVFP4_FUSED_STAGES;  // steps in shared memory at once (kStages - 1 in flight)
+constexpr int kRtSmall = NVFP4_FUSED_RT_SMALL;
+constexpr int kRtLarge = NVFP4_FUSED_RT_LARGE;
+
+template <int MT, int RT>
+struct Tile {
+  static constexpr int kRows = kWarps * 16 * RT;  // weight rows per block
+  static constexpr int kActRows = 8 * MT;         // activation rows per block
+  static constexpr int kWBytes = kRows * 64;
+  static constexpr int kSBytes = kRows * 8;
+  static constexpr int kABytes = kActRows * 256;
+  static constexpr int kStageBytes = kWBytes + kSBytes + kABytes;
+  static constexpr int kSmemBytes = kStageBytes * kStages;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1 (the weights are read once); zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async8(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 8 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Position of 16-byte chunk c (0..15) of activation row r in shared memory. Thread (g, t) reads
+// chunk 4t + q of row g; the 8 threads of a quarter warp (g in {2p, 2p+1}, t in 0..3) then hit
+// 8 different chunk positions modulo 8, i.e. all 32 banks once.
+__device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) & 1) << 1) ^ (r & 1); }
+
+__device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
+
+// One thread's share of a stage's copies, fixed for the whole K walk: source addresses at step 0
+// (a step adds 64, 8 and 256 bytes) and destinations inside a stage. Rows past N or M copy
+// nothing (cp.async zero-fills), so tail tiles need no other masking.
+template <int MT, int RT>
+struct Loader {
+  using TL = Tile<MT, RT>;
+  static constexpr int kWChunks = TL::kRows * 4;    // 16-byte chunks of packed weights
+  static constexpr int kAChunks = TL::kActRows * 16;  // 16-byte chunks of activations
+  static constexpr int kWIters = (kWChunks + kThreads - 1) / kThreads;
+  static constexpr int kSIters = (TL::kRows + kThreads - 1) / kThreads;
+  static constexpr int kAIters = (kAChunks + kThreads - 1) / kThreads;
+  const uint8_t* w_src[kWIters];
+  const uint8_t* s_src[kSIters];
+  const uint8_t* a_src[kAIters];
+  int w_dst[kWIters], s_dst[kSIters], a_dst[kAIters];
+  bool w_ok[kWIters], s_ok[kSIters], a_ok[kAIters];
+
+  __device__ __forceinline__ Loader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m, int n,
+                                    int k, int n0, int m0) {
+#pragma unroll
+    for (int j = 0; j < kWIters; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      const int r = i >> 2, c = i & 3;
+      w_ok[j] = i < kWChunks && n0 + r < n;
+      w_src[j] = w_ok[j] ? packed + static_cast<int64_t>(n0 + r) * (k / 2) + c * 16 : packed;
+      w_dst[j] = i < kWChunks ? r * 64 + c * 16 : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < kSIters; ++j) {
+      const int r = threadIdx.x + j * kThreads;
+      s_ok[j] = r < TL::kRows && n0 + r < n;
+      s_src[j] = s_ok[j] ? scales + static_cast<int64_t>(n0 + r) * (k / 16) : scales;
+      s_dst[j] = r < TL::kRows ? TL::kWBytes + r * 8 : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < kAIters; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      const int r = i >> 4, c = i & 15;
+      a_ok[j] = i < kAChunks && m0 + r < m;
+      a_src[j] = a_ok[j] ? a + (static_cast<int64_t>(m0 + r) * k + c * 8) * 2 : a;  // 2-byte values
+      a_dst[j] = i < kAChunks ? TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16 : -1;
+    }
+  }
+
+  __device__ __forceinline__ void load(uint8_t* stage, int step) const {
+#pragma unroll
+    for (int j = 0; j < kWIters; ++j) {
+      if (kWChunks % kThreads == 0 || w_dst[j] >= 0) {
+        cp_async16(stage + w_dst[j], w_src[j] + (w_ok[j] ? step * 64 : 0), w_ok[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kSIters; ++j) {
+      if (TL::kRows % kThreads == 0 || s_dst[j] >= 0) {
+        cp_async8(stage + s_dst[j], s_src[j] + (s_ok[j] ? step * 8 : 0), s_ok[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kAIters; ++j) {
+      if (kAChunks % kThreads == 0 || a_dst[j] >= 0) {
+        cp_async16(stage + a_dst[j], a_src[j] + (a_ok[j] ? step * 256 : 0), a_ok[j]);
+      }
+    }
+  }
+};
+
+template <typename T, int MT, int RT>
+__device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, int warp, int g, int t,
+                                              float (&acc)[RT][MT][4]) {
+  using TL = Tile<MT, RT>;
+  const uint8_t* w_s = stage;
+  const uint8_t* s_s = stage + TL::kWBytes;
+  const uint8_t* a_s = stage + TL::kWBytes + TL::kSBytes;
+  uint4 w[RT][2];
+  float sc[RT][4];
+  float big[RT][4];
+  bool slow = false;
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int row = warp * 16 * RT + 16 * r + g;
+    w[r][0] = *reinterpret_cast<const uint4*>(w_s + row * 64 + t * 16);
+    w[r][1] = *reinterpret_cast<const uint4*>(w_s + (row + 8) * 64 + t * 16);
+    const uint32_t b0 = *reinterpret_cast<const unsigned short*>(s_s + row * 8 + 2 * t);
+    const uint32_t b1 = *reinterpret_cast<const unsigned short*>(s_s + (row + 8) * 8 + 2 * t);
+    const float2 s0 = e4m3x2_to_f32(b0);
+    const float2 s1 = e4m3x2_to_f32(b1);
+    sc[r][0] = s0.x * gs;  // row g, values 32t..32t+15
+    sc[r][1] = s0.y * gs;  // row g, values 32t+16..32t+31
+    sc[r][2] = s1.x * gs;  // row g+8
+    sc[r][3] = s1.y * gs;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      big[r][i] = sc[r][i] * nvfp4::pow2_14();
+      // s * 2^14 overflowed although s is finite: the exact two-multiply form is needed
+      slow |= (fabsf(big[r][i]) == __uint_as_float(0x7F800000u)) &&
+              (fabsf(sc[r][i]) != __uint_as_float(0x7F800000u));
+    }
+  }
+  // mma.sync.aligned needs the whole warp on one branch (see the GEMV): one overflowing lane
+  // sends the warp's step down the exact form, which is exact for every lane.
+  slow = __any_sync(0xFFFFFFFFu, slow);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    // this q's activation fragments first: their shared loads overlap the decode below
+    uint4 b[MT];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int arow = 8 * i + g;
+      b[i] = lds128(a_s + arow * 256 + act_chunk(4 * t + q, arow) * 16);
+    }
+    uint32_t f[RT][2][4];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      if (!slow) {
+        decode_word<T, true>(word_of(w[r][0], q), big[r][q >> 1], f[r][0]);
+        decode_word<T, true>(word_of(w[r][1], q), big[r][2 + (q >> 1)], f[r][1]);
+      } else {
+        decode_word<T, false>(word_of(w[r][0], q), sc[r][q >> 1], f[r][0]);
+        decode_word<T, false>(word_of(w[r][1], q), sc[r][2 + (q >> 1)], f[r][1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        Mma<T>::run(acc[r][i], f[r][0][0], f[r][1][0], f[r][0][1], f[r][1][1], b[i].x, b[i].y);
+        Mma<T>::run(acc[r][i], f[r][0][2], f[r][1][2], f[r][0][3], f[r][1][3], b[i].z, b[i].w);
+      }
+    }
+  }
+}
+
+template <typename T, int MT, int RT>
+__global__ void __launch_bounds__(kThreads)
+nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
+                       const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
+                       const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
+                       float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
+                       int steps_per_split) {
+  using TL = Tile<MT, RT>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  // m tile fastest: blocks that share weight rows run together and find them in L2
+  const int m_tile = blockIdx.x % m_tiles;
+  const int n_tile = (blockIdx.x / m_tiles) % n_tiles;
+  const int split = blockIdx.x / (m_tiles * n_tiles);
+  const int n0 = n_tile * TL::kRows;
+  const int m0 = m_tile * TL::kActRows;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int total_steps = k / kStepK;
+  const int step_begin = split * steps_per_split;
+  const int steps = min(step_begin + steps_per_split, total_steps) - step_begin;
+  const float gs = __ldg(g_ptr);
+
+  float acc[RT][MT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][i][c] = 0.f;
+
+  const Loader<MT, RT> loader(packed, scales, a, m, n, k, n0, m0);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) loader.load(smem + s * TL::kStageBytes, step_begin + s);
+    cp_async_commit();  // empty groups keep the wait count uniform
+  }
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // step s is in shared memory for every thread; step s-1's buffer is free
+    const int next = s + kStages - 1;
+    if (next < steps) loader.load(smem + (next % kStages) * TL::kStageBytes, step_begin + next);
+    cp_async_commit();
+    compute_stage<T, MT, RT>(smem + (s % kStages) * TL::kStageBytes, gs, warp, g, t, acc);
+  }
+
+  // C fragment: c0, c1 = weight row g, activation rows 2t, 2t+1; c2, c3 = weight row g + 8.
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int nn = n0 + warp * 16 * RT + 16 * r + g + (c >= 2 ? 8 : 0);
+        const int mm = m0 + 8 * i + 2 * t + (c & 1);
+        if (nn < n && mm < m) {
+          float v = acc[r][i][c];
+          if (partial != nullptr) {
+            partial[(static_cast<int64_t>(split) * m + mm) * n + nn] = v;
+          } else {
+            if (bias != nullptr) v += OutT<T>::to_f32(bias[nn]);
+            out[static_cast<int64_t>(mm) * n + nn] = OutT<T>::one(v);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
+template <typename T>
+__global__ void nvfp4_fused_splitk_finalize_kernel(const float* __restrict__ partial,
+                                                   const unsigned short* __restrict__ bias,
+                                                   unsigned short* __restrict__ out, int m, int n,
+                                                   int splits) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t total = static_cast<int64_t>(m) * n;
+  if (idx >= total) return;
+  float sum = 0.f;
+  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
+  if (bias != nullptr) sum += OutT<T>::to_f32(bias[idx % n]);
+  out[idx] = OutT<T>::one(sum);
+}
+
+// The tile configuration for M: activation tiles of 8, 16, 32 or 64 rows; one weight row tile
+// per warp up to M = 16 (more blocks to spread a thin problem), two above it (each activation
+// value read from shared memory then feeds twice as many MMAs).
+struct Config {
+  int mt;
+  int rt;
+};
+
+__host__ __device__ constexpr Config config_for(int m) {
+  return m <= 8 ? Config{1, kRtSmall} : m <= 16 ? Config{2, kRtSmall} : m <= 32 ? Config{4, kRtLarge}
+                                                                    : Config{8, kRtLarge};
+}
+
+template <typename T, int MT, int RT>
+cudaError_t launch_config(const void* a, const void* packed, const void* scales, const void* g,
+                          const void* bias, void* out, float* workspace, int m, int n, int k,
+                          int splits, cudaStream_t stream) {
+  using TL = Tile<MT, RT>;
+  auto kernel = nvfp4_fused_mma_kernel<T, MT, RT>;
+  static int configured_for = -1;  // the device whose shared-memory limit was raised last
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (configured_for != dev) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    configured_for = dev;
+  }
+  const int n_tiles = (n + TL::kRows - 1) / TL::kRows;
+  const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
+  const int total_steps = k / kStepK;
+  const int steps_per_split = (total_steps + splits - 1) / splits;
+  const unsigned blocks = static_cast<unsigned>(n_tiles) * m_tiles * splits;
+  const unsigned short* b = static_cast<const unsigned short*>(bias);
+  unsigned short* o = static_cast<unsigned short*>(out);
+  float* part = splits > 1 ? workspace : nullptr;
+  kernel<<<blocks, kThreads, TL::kSmemBytes, stream>>>(
+      static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(packed),
+      static_cast<const uint8_t*>(scales), static_cast<const float*>(g), b, o, part, m, n, k, n_tiles,
+      m_tiles, steps_per_split);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || splits <= 1) return err;
+  const int64_t total = static_cast<int64_t>(m) * n;
+  nvfp4_fused_splitk_finalize_kernel<T><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+      workspace, b, o, m, n, splits);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_fused(const void* a, const void* packed, const void* scales, const void* g,
+                         const void* bias, void* out, float* workspace, int m, int n, int k, int splits,
+                         cudaStream_t stream) {
+  const Config c = config_for(m);
+  if (c.mt == 1) return launch_config<T, 1, kRtSmall>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  if (c.mt == 2) return launch_config<T, 2, kRtSmall>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  if (c.mt == 4) return launch_config<T, 4, kRtLarge>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  return launch_config<T, 8, kRtLarge>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+}
+
+template <int MT, int RT>
+int occupancy_of() {
+  // the dynamic shared-memory limit is raised first, as a launch does
+  if (cudaFuncSetAttribute(nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
+    return -1;
+  }
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT>,
+                                                    kThreads, Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
+    return -1;
+  }
+  return blocks;
+}
+
+}  // namespace
+
+extern "C" {
+
+// The fused kernel's tile shape for M: packed as (weight rows per block) << 16 | (activation rows
+// per block). The host's split-K choice (nvfp4_kernels.cuda_backend.fused_splits) reads it.
+int nvfp4_fused_tile(int32_t m) {
+  if (m < 1) return 0;
+  const Config c = config_for(m);
+  return ((kWarps * 16 * c.rt) << 16) | (8 * c.mt);
+}
+
+// Resident blocks per multiprocessor of the configuration for M on the current device (raising
+// the dynamic shared-memory limit first, as a launch does); negative on a CUDA error.
+int nvfp4_fused_occupancy(int32_t m) {
+  if (m < 1 || m > 256) return -1;
+  const Config c = config_for(m);
+  if (c.mt == 1) return occupancy_of<1, kRtSmall>();
+  if (c.mt == 2) return occupancy_of<2, kRtSmall>();
+  if (c.mt == 4) return occupancy_of<4, kRtLarge>();
+  return occupancy_of<8, kRtLarge>();
+}
+
+// a: [m, k] fp16/bf16, packed: [n, k/2], scales: [n, k/16], each 16-, 16- and 8-byte aligned;
+// g: one fp32 in device memory; bias: [n] or null; out: [m, n]; 1 <= m <= 256, k % 128 == 0.
+// workspace: splits * m * n floats when splits > 1 (else may be null).
+int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                       void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
+                       int32_t splits, cudaStream_t stream) {
+  if (m <= 0 || n <= 0 || k <= 0) return static_cast<int>(cudaSuccess);
+  if (m > 256 || (k % kStepK) || n > 0x7FFFFFFF || k > 0x7FFFFFFF || splits < 1 ||
+      splits > k / kStepK || (splits > 1 && workspace == nullptr) || (reinterpret_cast<uintptr_t>(a) & 15) ||
+      (reinterpret_cast<uintptr_t>(packed) & 15) || (reinterpret_cast<uintptr_t>(scales) & 7)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const cudaError_t err =
+      out_bf16 ? launch_fused<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, m,
+                                             static_cast<int>(n), static_cast<int>(k), splits, stream)
+               : launch_fused<__half>(a, packed, scales, g, bias, out, workspace, m, static_cast<int>(n),
+                                      static_cast<int>(k), splits, stream);
+  return static_cast<int>(err);
+}
+
+}  // extern "C"

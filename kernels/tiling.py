@@ -1,0 +1,81 @@
+"""How the fused tensor-core kernel (kernels/cuda/fused_mma.cu) tiles a problem and splits K.
+
+The kernel's bits depend on its K split count (each split sums its own K range in fp32, the
+partials are then summed in split order), so the count is chosen here, on the host, by one
+function that the CUDA backend and the CPU backend's faithful algorithm both call: the CPU run
+of a shape exercises the same split structure the H200 runs.
+
+The tile table mirrors ``config_for`` in fused_mma.cu (the library exports ``nvfp4_fused_tile``
+and a CPU test compares the two); the occupancy table is what ``nvfp4_fused_occupancy`` reports
+on an H200 (a GPU test compares the two), used where no GPU is there to ask.
+"""
+
+from __future__ import annotations
+
+from nvfp4_kernels.model import FUSED_MAX_M
+from nvfp4_kernels.reference import FUSED_STEP_K
+
+#: multiprocessors of an H200 / H100 SXM: the CPU backend's stand-in for the device
+H200_SMS = 132
+#: (weight rows, activation rows) per block -> resident blocks per multiprocessor on an H200
+FUSED_OCCUPANCY_H200: dict[tuple[int, int], int] = {(64, 8): 8, (64, 16): 6, (128, 32): 3, (128, 64): 2}
+#: the most K splits the host asks for
+MAX_SPLITS = 16
+#: each split keeps at least this many 128-value steps (the kernel keeps 2 steps in flight)
+MIN_STEPS_PER_SPLIT = 3
+#: how much the partial sums' traffic weighs against the weight stream (they mostly stay in L2)
+PARTIAL_WEIGHT = 0.25
+
+
+def fused_tile(m: int) -> tuple[int, int]:
+    """(weight rows, activation rows) per block of the fused kernel for ``m`` activation rows."""
+    if not 1 <= m <= FUSED_MAX_M:
+        raise ValueError(f"the fused kernel takes 1 <= M <= {FUSED_MAX_M}, got M={m}")
+    if m <= 8:
+        return 64, 8
+    if m <= 16:
+        return 64, 16
+    if m <= 32:
+        return 128, 32
+    return 128, 64
+
+
+def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm: int | None = None) -> int:
+    """The K split count for an [m, k] x [n, k]^T problem on a GPU with ``sms`` multiprocessors.
+
+    The kernel streams its weights, so what matters first is enough resident blocks to keep
+    the memory system busy (``fill``: resident blocks over block slots), then how evenly the
+    last wave fills the slots (``tail``), against the fp32 [m, n] partial each extra split
+    writes and the finalize kernel re-reads (weighed at :data:`PARTIAL_WEIGHT` of the weight
+    bytes, since they mostly stay in L2). A larger count must beat the best score by 3%. On
+    the H200 this model picks within 4% of the fastest count measured on 17408 x 5120 and
+    5120 x 17408 at M = 1, 8, 16, 64 and 256 (benchmarks/NOTES.md).
+    """
+    rows, act_rows = fused_tile(m)
+    if k % FUSED_STEP_K:
+        raise ValueError(f"the fused kernel needs K % {FUSED_STEP_K} == 0, got K={k}")
+    if blocks_per_sm is None:
+        blocks_per_sm = FUSED_OCCUPANCY_H200[(rows, act_rows)]
+    if sms < 1 or blocks_per_sm < 1:
+        raise ValueError(f"sms and blocks_per_sm must be >= 1, got {sms} and {blocks_per_sm}")
+    tiles = -(-n // rows) * -(-m // act_rows)
+    steps = k // FUSED_STEP_K
+    slots = sms * blocks_per_sm
+    weight_bytes = n * k * 9 / 16
+
+    def score(s: int) -> float:
+        blocks = tiles * s
+        fill = min(blocks, slots) / slots
+        waves = -(-blocks // slots)
+        tail = blocks / (waves * slots) if blocks > slots else 1.0
+        partial_bytes = 0 if s == 1 else 8 * s * m * n
+        return fill * (0.7 + 0.3 * tail) / (1 + PARTIAL_WEIGHT * partial_bytes / weight_bytes)
+
+    best, best_score = 1, score(1)
+    for s in range(2, min(MAX_SPLITS, steps) + 1):
+        if -(-steps // s) < MIN_STEPS_PER_SPLIT:
+            break
+        current = score(s)
+        if current > best_score * 1.03:
+            best, best_score = s, current
+    return best
