@@ -16,6 +16,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("nvfp4_harness.nvfp4.bench", "time the kernels beside the copy ceiling (GPU)"),
     "bench-report": ("nvfp4_harness.nvfp4.bench_report", "write BENCHMARKS.md and its plot from a results JSON"),
     "multi-gpu": ("nvfp4_harness.nvfp4.multi_gpu", "the GPU dispatch suites on one GPU and on every GPU of the host"),
+    "onnxruntime": ("nvfp4_harness.nvfp4.onnxruntime.run",
+                    "ONNX Runtime's own FP4 op observed: paths, coverage, bits and times (GPU + onnxruntime-gpu)"),
     "mutate": ("nvfp4_harness.nvfp4.mutation",
                "plant typical kernel bugs one at a time and check the suites catch each"),
 }
