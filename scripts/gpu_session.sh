@@ -2,15 +2,15 @@
 # One device call on the H200 (or a host with several GPUs). Results are packed into $OUT as
 # tarballs because the device tool returns at most 8 files; unpack them at the repository root.
 #
-#   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh verify|bench|host|all
+#   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh verify|mutants|bench|host|all
 #
 # verify: the multi-GPU run (when the host has 2+ GPUs), the GPU suites with their gate and
-#         coverage JSON, new GPU-keyed goldens, gpu-check, an ncu profile of each kernel and the
-#         CUDA mutants (mutate --gpu);
+#         coverage JSON, new GPU-keyed goldens, gpu-check and an ncu profile of each kernel;
+# mutants: the CUDA mutants (mutate --gpu) against the GPU suites (after verify has recorded goldens);
 # bench:  every benchmark section beside the copy ceiling;
 # host:   only the host-time section and a per-call host profile (quick #14 iterations).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|bench|host|all}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|host|all}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -42,10 +42,14 @@ if [[ $phase == verify || $phase == all ]]; then
   ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section LaunchStats \
     python3 -m nvfp4_harness.nvfp4.profile_once > fixtures/gpu/ncu-kernels.txt 2>&1; tail -3 fixtures/gpu/ncu-kernels.txt
+  tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens benchmarks/multi_gpu 2>/dev/null
+fi
+
+if [[ $phase == mutants || $phase == all ]]; then
   step "GPU mutants: bugs planted in the CUDA sources, the GPU suites must catch each"
   python3 -m nvfp4_harness mutate --gpu --pytest-args="-n 8" --out fixtures/gpu/mutation-gpu.json 2>&1 \
     | tee "$OUT/mutate-gpu.log" | tail -14 || status=1
-  tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens benchmarks/multi_gpu 2>/dev/null
+  cp fixtures/gpu/mutation-gpu.json "$OUT/" 2>/dev/null
 fi
 
 if [[ $phase == bench || $phase == all ]]; then

@@ -414,7 +414,7 @@ def _synthetic_results() -> tuple[dict[str, Any], dict[str, str]]:
                "rows": rows, "failures": [], "complete": True,
                "crossover": bench.crossover(rows, 17408, 5120, current_max_m=8),
                "replay": bench.replay_summary(model, rows, 8192)}
-    expected["policy gemv_max_m equals the measured crossover"] = "pass"  # the GEMV wins at every M up to 8
+    # with a "paths" section, the GEMV-vs-prefill crossover target gives way to the choice among every path
     # section "paths": (gemv, fused_mma, prefill, cuBLAS) times per M, the copy of a row's bytes 28 us
     paths = {1: (36.0, 33.0, 95.0, 55.0), 16: (None, 37.0, 110.0, 55.0), 64: (None, 70.0, 115.0, 56.0),
              256: (None, 230.0, 130.0, 69.0)}

@@ -3,7 +3,7 @@ the model's prediction compared, and disagreements reported as findings that fai
 
 The NVFP4 traces are the kernel names the profiler recorded on the H200 for this project's own
 operator (``fixtures/gpu/gpu_check.json``, check ``observe``), replayed here as a black box,
-under the policy the dispatcher of the time had in effect (:func:`recorded_policy`).
+under the policy each call was made with (:func:`recorded_policy`).
 """
 
 from __future__ import annotations
@@ -30,67 +30,48 @@ def recorded_traces() -> dict[str, list[str]]:
     return {row["call"]: row["kernels"] for row in recorded_rows()}
 
 
-def recorded_policy() -> Policy:
-    """The policy to replay the committed traces under: the one in effect when they were recorded.
-
-    A trace file in which no call was observed or instrumented on the fused_mma path, and no
-    launched kernel matches that path's kernel patterns, was recorded before the path existed
-    (gpu_check.json holds no model declaration to ask). That dispatcher chose among the other
-    four paths exactly as today's model does with the fused path switched off, fused_max_m = 0
-    (its m_in_range guard then fails for every M), and with the GEMV at its default of the time,
-    gemv_max_m = 8 (today's default, 0, turns the GEMV off; the trace's "matmul M=1 (gemv)"
-    shows it on): so such traces are replayed under Policy(gemv_max_m=8, fused_max_m=0). Traces
-    that show the fused path were recorded with it, under today's default Policy().
-    """
-    fused = MODEL.path("fused_mma")
-    rows = recorded_rows()
-    shows_fused = any(row.get("observed") == "fused_mma" or "fused_mma" in row.get("instrumented", [])
-                      or any(fused.matches(name) for name in row["kernels"]) for row in rows)
-    return Policy() if shows_fused else Policy(gemv_max_m=8, fused_max_m=0)
-
-
-#: each recorded call's problem, as its name in the trace states it
+#: each recorded call's problem, as its name in the trace states it (harness/nvfp4/gpu_check.py,
+#: check_observe, makes these calls)
 PROBLEMS = {
-    "matmul M=1 (gemv)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
-    "matmul M=64 (prefill_vec8)": Problem("matmul", 64, 1024, 1024, 16, "float16", "cuda"),
+    "matmul M=1 (fused_mma)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
+    "matmul M=1, gemv_max_m=8 (gemv)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
+    "matmul M=64 (fused_mma)": Problem("matmul", 64, 1024, 1024, 16, "float16", "cuda"),
+    "matmul M=128 (prefill_vec8)": Problem("matmul", 128, 1024, 1024, 16, "float16", "cuda"),
     "matmul block 7 (prefill_scalar)": Problem("matmul", 64, 1024, 1022, 7, "bfloat16", "cuda"),
     "dequantize (prefill_vec8)": Problem("dequantize", None, 1024, 1024, 16, "bfloat16", "cuda"),
     "dequantize block 7 (prefill_scalar)": Problem("dequantize", None, 1024, 1022, 7, "bfloat16", "cuda"),
 }
+#: the policy each call was made under (check_observe passes it); the default elsewhere
+POLICIES = {"matmul M=1, gemv_max_m=8 (gemv)": Policy(gemv_max_m=8)}
 
 
-def test_the_committed_traces_predate_the_fused_path_and_replay_with_it_switched_off():
-    """The committed H200 run (gpu_check.json) launched no fused kernel: M = 64 went to
-    vec8 + cuBLAS and M = 1 to the GEMV, where today's default sends both to fused_mma. Replace
-    this test when a GPU run recorded with the fused path is committed."""
-    assert recorded_policy() == Policy(gemv_max_m=8, fused_max_m=0), (
-        "gpu_check.json now shows the fused path: name its calls after the paths they take today "
-        "(harness/nvfp4/gpu_check.py, check_observe), update PROBLEMS and drop this test")
-    m64 = PROBLEMS["matmul M=64 (prefill_vec8)"]
-    assert select_path(m64, H200, Policy()).path == "fused_mma"
-    assert select_path(m64, H200, recorded_policy()).path == "prefill_vec8"
-    m1 = PROBLEMS["matmul M=1 (gemv)"]
-    assert select_path(m1, H200, Policy()).path == "fused_mma"
-    assert select_path(m1, H200, recorded_policy()).path == "gemv"
+def recorded_policy(call: str) -> Policy:
+    return POLICIES.get(call, Policy())
+
+
+def test_the_committed_run_observed_every_call_of_check_observe():
+    """The committed gpu_check.json is a run of today's check_observe: every call above, each
+    launching its path's kernel (a run recorded before the fused path would lack two of them)."""
+    assert set(recorded_traces()) == set(PROBLEMS)
+    fused = MODEL.path("fused_mma")
+    assert any(fused.matches(name) for name in recorded_traces()["matmul M=1 (fused_mma)"])
 
 
 @pytest.mark.parametrize("call", sorted(PROBLEMS))
 def test_recorded_h200_traces_map_to_the_path_the_model_predicts(call):
     names = recorded_traces()[call]
     problem = PROBLEMS[call]
-    policy = recorded_policy()
+    policy = recorded_policy(call)
     event = observed_event(MODEL, names, problem, device=H200, op=problem.op, policy=policy)
     expected = call.rsplit("(", 1)[1].rstrip(")")  # the path named in the trace's call name
     assert event.path == expected and event.predicted == expected and event.finding is None
     assert event.mode == "observed" and event.launched == tuple(names)
     assert event.unmatched == (), "cuBLAS and its reductions are shared kernels, not unexplained ones"
-    # the replay policy only switches the fused path off (and gives the GEMV back the M range it then
-    # had, where today's default runs fused_mma): it may not explain away any other choice
-    assert select_path(problem, H200, Policy()).path in (expected, "fused_mma")
+    assert select_path(problem, H200, policy).path == expected
 
 
 def test_a_disagreement_is_a_finding():
-    names = recorded_traces()["matmul M=64 (prefill_vec8)"]
+    names = recorded_traces()["matmul M=128 (prefill_vec8)"]
     decode = Problem("matmul", 1, 1024, 1024, 16, "float16", "cuda")  # the default policy predicts fused_mma
     event = observed_event(MODEL, names, decode, device=H200, op="matmul", policy=Policy())
     assert event.path == "prefill_vec8" and event.predicted == "fused_mma"
@@ -98,7 +79,7 @@ def test_a_disagreement_is_a_finding():
 
 
 def test_launches_no_pattern_explains_and_ambiguous_launches_are_findings():
-    problem = PROBLEMS["matmul M=1 (gemv)"]
+    problem = PROBLEMS["matmul M=1 (fused_mma)"]
     none = observed_event(MODEL, ["some_other_kernel", "memset_kernel"], problem, device=H200, op="matmul",
                           policy=Policy())
     assert none.path is None
@@ -123,14 +104,14 @@ def test_the_most_specific_path_wins_and_shared_kernels_are_not_unmatched():
 
 def test_replayed_observations_are_recorded_and_findings_fail_the_analysis():
     traces = recorded_traces()
-    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=1 (gemv)", "matmul M=64 (prefill_vec8)")]
-    calls.append((Problem("matmul", 2, 1024, 1024, 16, "float16", "cuda"), traces["matmul M=64 (prefill_vec8)"]))
+    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=1 (fused_mma)", "matmul M=128 (prefill_vec8)")]
+    calls.append((Problem("matmul", 2, 1024, 1024, 16, "float16", "cuda"), traces["matmul M=128 (prefill_vec8)"]))
     with recording("replay") as rec:
-        observe_names(MODEL, calls, device=H200, op="matmul", policy=recorded_policy())
+        observe_names(MODEL, calls, device=H200, op="matmul", policy=Policy())
     op = rec.coverage().operator("nvfp4")
-    assert op.paths["gemv"].hits == 1 and op.paths["prefill_vec8"].hits == 2
+    assert op.paths["fused_mma"].hits == 1 and op.paths["prefill_vec8"].hits == 2
     [(message, finding)] = op.findings.items()
-    assert message == "the model predicts 'gemv', the launched kernels show 'prefill_vec8'" and finding.count == 1
+    assert message == "the model predicts 'fused_mma', the launched kernels show 'prefill_vec8'" and finding.count == 1
     failures = rec.coverage().analyze().failures()
     assert failures == [f"finding in nvfp4: {message} (1 call; e.g. replay); the declared model is wrong or the "
                         f"code changed: fix the model or the dispatcher"]

@@ -126,6 +126,10 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                            f"<= {GEMV_M8_OVER_M1}x", ratio is not None and ratio <= GEMV_M8_OVER_M1,
                            f"{ratio:.2f}x" if ratio is not None else ""))
     out += _path_targets(results)
+    if results.get("path_choice"):
+        # the GEMV-against-prefill crossover of section "sweep" is superseded by the choice among
+        # every path (section "paths"), which sets gemv_max_m since the fused path exists
+        return out
     cross = results.get("crossover")
     if cross and cross.get("points"):
         rec, cur = cross["gemv_max_m_recommended"], cross["current_policy_gemv_max_m"]
