@@ -258,31 +258,7 @@ def _aligned(t: Any, alignment: int) -> Any:
 def gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any) -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused decode GEMV; 1 <= M <= 8, block_size 16,
     K % 32 == 0. fp32 accumulation; the bias is added in fp32 before the single rounding."""
-    import torch
-
-    if not isinstance(out, torch.Tensor) or not out.is_cuda:
-        raise TypeError("out must be a CUDA torch tensor of dtype float16 or bfloat16")
-    device = out.device
-    _require_cuda("a", a, device)
-    _require_cuda("out", out, device)
-    if a.dim() != 2 or out.dim() != 2:
-        raise ValueError(f"a must be [M, K] and out [M, N]; got {list(a.shape)} and {list(out.shape)}")
-    m, k = int(a.shape[0]), int(a.shape[1])
-    n = int(out.shape[1])
-    if int(out.shape[0]) != m:
-        raise ValueError(f"out must have M={m} rows, got {list(out.shape)}")
-    if not 1 <= m <= 8:
-        raise ValueError(f"the GEMV takes 1 <= M <= 8 activation rows, got M={m}; use the prefill path")
-    if k % 32:
-        raise ValueError(f"the GEMV needs K % 32 == 0, got K={k}; use the prefill path")
-    bf16 = _dtype_flag(a, "a")
-    if out.dtype != a.dtype:
-        raise TypeError(f"out must have a's dtype {a.dtype}, got {out.dtype}")
-    _check_weights(packed, scales, g, 16, n, k, device)
-    if bias is not None:
-        _require_cuda("bias", bias, device)
-        if bias.dtype != a.dtype or tuple(bias.shape) != (n,):
-            raise ValueError(f"bias must be [{n}] of dtype {a.dtype}, got {bias.dtype} {list(bias.shape)}")
+    m, n, k, bf16 = _check_matmul_operands("GEMV", a, packed, scales, g, bias, out, 8, 32)
     if n == 0 or k == 0:
         return
     a_ = _aligned(a, 16)
@@ -318,9 +294,9 @@ def launch_gemv(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, 
         _check(err, KERNEL_NAMES["gemv"])
 
 
-def _check_matmul_operands(path: str, a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
+def _check_matmul_operands(kernel: str, a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
                            max_m: int, k_multiple: int) -> tuple[int, int, int, int]:
-    """Validate a fused launch (GEMV or tensor-core kernel); returns (m, n, k, bf16)."""
+    """Validate a fused launch (``kernel``: "GEMV" or "fused_mma kernel"); returns (m, n, k, bf16)."""
     import torch
 
     if not isinstance(out, torch.Tensor) or not out.is_cuda:
@@ -335,10 +311,10 @@ def _check_matmul_operands(path: str, a: Any, packed: Any, scales: Any, g: Any, 
     if int(out.shape[0]) != m:
         raise ValueError(f"out must have M={m} rows, got {list(out.shape)}")
     if not 1 <= m <= max_m:
-        raise ValueError(f"the {path} kernel takes 1 <= M <= {max_m} activation rows, got M={m}; "
+        raise ValueError(f"the {kernel} takes 1 <= M <= {max_m} activation rows, got M={m}; "
                          f"use the prefill path")
     if k % k_multiple:
-        raise ValueError(f"the {path} kernel needs K % {k_multiple} == 0, got K={k}; use the prefill path")
+        raise ValueError(f"the {kernel} needs K % {k_multiple} == 0, got K={k}; use the prefill path")
     bf16 = _dtype_flag(a, "a")
     if out.dtype != a.dtype:
         raise TypeError(f"out must have a's dtype {a.dtype}, got {out.dtype}")
@@ -358,7 +334,11 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     from nvfp4_kernels.reference import FUSED_STEP_K
     from nvfp4_kernels.tiling import FUSED_MAX_M
 
-    m, n, k, bf16 = _check_matmul_operands("fused_mma", a, packed, scales, g, bias, out, FUSED_MAX_M, FUSED_STEP_K)
+    m, n, k, bf16 = _check_matmul_operands("fused_mma kernel", a, packed, scales, g, bias, out, FUSED_MAX_M,
+                                           FUSED_STEP_K)
+    if k == 0:
+        raise ValueError("the fused_mma kernel needs K >= 128; K = 0 has no dot products (nvfp4_matmul returns "
+                         "the bias for it, recorded as the shortcut bias_only)")
     if splits is None:
         splits = fused_splits(n, k, m, out.device.index)
     if isinstance(splits, bool) or not isinstance(splits, int) or not 1 <= splits <= k // FUSED_STEP_K:
