@@ -27,10 +27,8 @@ KERNEL_NAMES: dict[str, str] = {
     "gemv": "nvfp4_gemv_kernel",
     "fused_mma": "nvfp4_fused_mma_kernel",
 }
-#: the extra kernel a split-K GEMV launches after nvfp4_gemv_kernel
-GEMV_FINALIZE_KERNEL = "nvfp4_gemv_splitk_finalize_kernel"
-#: the extra kernel a split-K fused launch runs after nvfp4_fused_mma_kernel
-FUSED_FINALIZE_KERNEL = "nvfp4_fused_splitk_finalize_kernel"
+#: the extra kernel a split-K GEMV or fused launch runs after its main kernel (mma_decode.cuh)
+SPLITK_FINALIZE_KERNEL = "nvfp4_splitk_finalize_kernel"
 PROBE_KERNEL = "nvfp4_fp4_probe_kernel"
 
 _lock = threading.Lock()

@@ -175,8 +175,8 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  slow = __any_sync(0xFFFFFFFFu, slow);\n",
         "  slow = false;\n"),
     Mutation(
-        "fused-splitk-order-reversed", "kernels/cuda/fused_mma.cu",
-        "fused_mma: the finalize kernel sums the split partials last split first",
+        "splitk-order-reversed", "kernels/cuda/mma_decode.cuh",
+        "the split-K finalize kernel (GEMV and fused_mma) sums the partials last split first",
         "  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];\n",
         "  for (int s = splits - 1; s >= 0; --s) sum += partial[s * total + idx];\n"),
     Mutation(

@@ -28,6 +28,7 @@ using nvfp4::e4m3x2_to_f32;
 using nvfp4::Mma;
 using nvfp4::OutT;
 using nvfp4::word_of;
+using nvfp4::launch_splitk_finalize;
 
 // Tuning knobs, fixed at build time (the defaults are the measured best on an H200; see
 // benchmarks/NOTES.md). nvfp4_kernels.tiling mirrors the tile shapes they give.
@@ -293,21 +294,6 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
   }
 }
 
-// Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
-template <typename T>
-__global__ void nvfp4_fused_splitk_finalize_kernel(const float* __restrict__ partial,
-                                                   const unsigned short* __restrict__ bias,
-                                                   unsigned short* __restrict__ out, int m, int n,
-                                                   int splits) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t total = static_cast<int64_t>(m) * n;
-  if (idx >= total) return;
-  float sum = 0.f;
-  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
-  if (bias != nullptr) sum += OutT<T>::to_f32(bias[idx % n]);
-  out[idx] = OutT<T>::one(sum);
-}
-
 // The tile configuration for M: activation tiles of 8, 16, 32 or 64 rows; one weight row tile
 // per warp up to M = 16 (more blocks to spread a thin problem), two above it (each activation
 // value read from shared memory then feeds twice as many MMAs).
@@ -348,12 +334,9 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
       static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(packed),
       static_cast<const uint8_t*>(scales), static_cast<const float*>(g), b, o, part, m, n, k, n_tiles,
       m_tiles, steps_per_split);
-  cudaError_t err = cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || splits <= 1) return err;
-  const int64_t total = static_cast<int64_t>(m) * n;
-  nvfp4_fused_splitk_finalize_kernel<T><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-      workspace, b, o, m, n, splits);
-  return cudaGetLastError();
+  return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
 }
 
 template <typename T>

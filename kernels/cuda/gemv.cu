@@ -21,6 +21,7 @@ using nvfp4::load_stream_v4;
 using nvfp4::Mma;
 using nvfp4::OutT;
 using nvfp4::word_of;
+using nvfp4::launch_splitk_finalize;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -150,21 +151,6 @@ nvfp4_gemv_kernel(const uint4* __restrict__ a, const uint4* __restrict__ packed,
   }
 }
 
-// Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
-template <typename T>
-__global__ void nvfp4_gemv_splitk_finalize_kernel(const float* __restrict__ partial,
-                                                  const unsigned short* __restrict__ bias,
-                                                  unsigned short* __restrict__ out, int m, int n,
-                                                  int splits) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t total = static_cast<int64_t>(m) * n;
-  if (idx >= total) return;
-  float sum = 0.f;
-  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
-  if (bias != nullptr) sum += OutT<T>::to_f32(bias[idx % n]);
-  out[idx] = OutT<T>::one(sum);
-}
-
 struct DeviceInfo {
   int sms = 0;
   int blocks_per_sm = 0;
@@ -202,12 +188,9 @@ cudaError_t launch_gemv(const void* a, const void* packed, const void* scales, c
   float* part = splits > 1 ? workspace : nullptr;
   nvfp4_gemv_kernel<T><<<blocks, kThreads, 0, stream>>>(a4, p4, s8, gp, b, o, part, m, n, k, tiles,
                                                        steps_per_split);
-  cudaError_t err = cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || splits <= 1) return err;
-  const int64_t total = static_cast<int64_t>(m) * n;
-  nvfp4_gemv_splitk_finalize_kernel<T><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-      workspace, b, o, m, n, splits);
-  return cudaGetLastError();
+  return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
 }
 
 }  // namespace

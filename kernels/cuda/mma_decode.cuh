@@ -1,6 +1,6 @@
 // Tensor-core helpers shared by the fused kernels (gemv.cu, fused_mma.cu): the mma.sync wrapper,
-// streaming 16-byte loads, exact E4M3 pair decoding and the exact decode of eight E2M1 codes into
-// the A-fragment registers of two m16n8k16 MMAs. Both kernels give each thread the same 32 values
+// streaming 16-byte loads, exact E4M3 pair decoding, the exact decode of eight E2M1 codes into
+// the A-fragment registers of two m16n8k16 MMAs, and the split-K epilogue both launch. Both kernels give each thread the same 32 values
 // of a 128-value K step, so their fragments (and the contract's bits) come from one place.
 #pragma once
 
@@ -72,6 +72,34 @@ __device__ __forceinline__ void decode_word(uint32_t w, float s_or_big, uint32_t
   r[1] = OutT<T>::pack2(v[2], v[3]);  // MMA 2q, slots 2t+8, 2t+9
   r[2] = OutT<T>::pack2(v[4], v[5]);  // MMA 2q+1, slots 2t, 2t+1
   r[3] = OutT<T>::pack2(v[6], v[7]);  // MMA 2q+1, slots 2t+8, 2t+9
+}
+
+namespace {  // one copy per translation unit: each kernel file registers its own
+
+// Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
+template <typename T>
+__global__ void nvfp4_splitk_finalize_kernel(const float* __restrict__ partial,
+                                             const unsigned short* __restrict__ bias,
+                                             unsigned short* __restrict__ out, int m, int n, int splits) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t total = static_cast<int64_t>(m) * n;
+  if (idx >= total) return;
+  float sum = 0.f;
+  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
+  if (bias != nullptr) sum += OutT<T>::to_f32(bias[idx % n]);
+  out[idx] = OutT<T>::one(sum);
+}
+
+}  // namespace
+
+// Launch the epilogue over the [m, n] output: ``partial`` holds splits * m * n fp32 sums.
+template <typename T>
+cudaError_t launch_splitk_finalize(const float* partial, const unsigned short* bias, unsigned short* out, int m,
+                                   int n, int splits, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(m) * n;
+  nvfp4_splitk_finalize_kernel<T><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+      partial, bias, out, m, n, splits);
+  return cudaGetLastError();
 }
 
 }  // namespace nvfp4
