@@ -114,10 +114,14 @@ def _announce(op: str, path: str, problem: Problem, caps: DeviceCaps, policy: Po
     """Build and announce the event, only when something listens."""
     if not bus.listening():
         return
+    bus.announce(_event(op, path, problem, caps, policy, selection))
+
+
+def _event(op: str, path: str, problem: Problem, caps: DeviceCaps, policy: Policy, selection: Any) -> Any:
+    """The event of a call (the fast path builds it once per plan and announces it per call)."""
     table = _CUDA_KERNELS if problem.backend == "cuda" else _CPU_KERNELS
-    bus.announce(build_event(MODEL, path, problem, device=caps, op=op, policy=policy,
-                             forced=selection.forced, backend=problem.backend,
-                             kernels=table[(op, path)], selection=selection))
+    return build_event(MODEL, path, problem, device=caps, op=op, policy=policy, forced=selection.forced,
+                       backend=problem.backend, kernels=table[(op, path)], selection=selection)
 
 
 def _announce_shortcut(op: str, name: str, problem: Problem, caps: DeviceCaps) -> None:

@@ -163,3 +163,65 @@ def test_an_event_the_data_rejects_is_kept_as_rejected_and_counts_nowhere():
     assert recorder.rejected and "no_such_path" in recorder.rejected[0]
     assert recorder.coverage().events == 0 and recorder.coverage().devices == {}
     assert recorder.events == []
+
+
+def _distinct_events() -> list:
+    """Events of three different calls (three paths), each its own object."""
+    with recording("probe") as probe:
+        _call(1, 32, policy=GEMV_ON)
+        _call(16, 64)
+        _call(16, 36)
+    return [r.event for r in probe.events]
+
+
+@pytest.mark.parametrize("slots", (1, 2, 256))
+def test_repeated_event_objects_count_exactly_as_events_added_one_by_one(monkeypatch, slots):
+    """The fast path announces one event object per call signature; the recorder counts its
+    repeats without re-checking them. Whatever the interleaving of events and tests, and however
+    often the repeat slots overflow, the coverage must equal adding every announcement alone."""
+    monkeypatch.setattr(Recorder, "REPEAT_SLOTS", slots)
+    events = _distinct_events()
+    rng = np.random.default_rng(slots)
+    tests = ["suite::a", "suite::b", None]
+    recorder = Recorder(models=[nvfp4_kernels.MODEL]).start()
+    expected = CoverageData()
+    expected.declare(nvfp4_kernels.MODEL)
+    try:
+        for _ in range(300):
+            test = tests[int(rng.integers(len(tests)))]
+            event = events[int(rng.integers(len(events)))]
+            with recorder.attribute(test):
+                for _ in range(int(rng.integers(1, 5))):
+                    nvfp4_harness.model.bus.announce(event)
+                    expected.add(event, test)
+            if rng.random() < 0.1:
+                assert len(recorder) == expected.events  # a read in the middle flushes, and counting goes on
+    finally:
+        recorder.stop()
+    assert recorder.coverage() == expected
+    assert recorder.coverage().to_dict() == expected.to_dict()
+    assert len(recorder.events) == expected.events
+
+
+def test_clear_forgets_repeats_not_yet_added():
+    event = _distinct_events()[0]
+    recorder = Recorder("t")
+    for _ in range(5):
+        recorder(event)
+    recorder.clear()
+    recorder(event)
+    assert len(recorder) == 1
+    assert recorder.coverage().operator("nvfp4").paths["gemv"].hits == 1
+
+
+def test_coverage_data_add_times_equals_that_many_adds():
+    events = _distinct_events()
+    once, many = CoverageData(), CoverageData()
+    for event in events:
+        for _ in range(3):
+            once.add(event, "suite::t")
+        many.add(event, "suite::t", times=3)
+    assert once == many and once.events == 9
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="times must be a positive int"):
+            many.add(events[0], "suite::t", times=bad)

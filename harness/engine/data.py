@@ -73,10 +73,11 @@ class SideTally:
         if devices:
             self.devices.update(devices)
 
-    def note_one(self, test: str | None, device: str) -> None:
-        """:meth:`note` for one event, cheap when the test changes nothing (the recorder's case)."""
-        self.count += 1
-        self.devices[device] += 1
+    def note_one(self, test: str | None, device: str, times: int = 1) -> None:
+        """:meth:`note` for one event (seen ``times`` times), cheap when the test changes nothing
+        (the recorder's case)."""
+        self.count += times
+        self.devices[device] += times
         examples = self.examples
         if not test or test in examples or (len(examples) >= EXAMPLES_PER_SIDE and test > examples[-1]):
             return
@@ -220,12 +221,15 @@ class CoverageData:
             op.assumed.add(DeviceCaps.cpu().label)
         return op
 
-    def add(self, event: DispatchEvent, test: str | None = None) -> None:
-        """Count one event, attributed to ``test`` (a node id) or to no test.
+    def add(self, event: DispatchEvent, test: str | None = None, times: int = 1) -> None:
+        """Count one event (``times`` times: the same event announced again and again), attributed
+        to ``test`` (a node id) or to no test.
 
         Everything about the event is checked before anything is counted: an event the data
         rejects (DataError) leaves no trace, not even in its device's event total.
         """
+        if type(times) is not int or times < 1:
+            raise ValueError(f"times must be a positive int, got {times!r}")
         model = event.model
         op = self.operators.get(event.operator)
         if op is None:
@@ -257,26 +261,26 @@ class CoverageData:
             device = self._device(event.device)
             for known in self._models.values():
                 self.operators[known.name].judge(known, event.device)
-        device.events += 1
+        device.events += times
         if label not in op.unreachable and model is not None:
             op.judge(model, event.device)
         if event.finding:
-            op.findings.setdefault(event.finding, SideTally()).note_one(test, label)
+            op.findings.setdefault(event.finding, SideTally()).note_one(test, label, times)
         if event.shortcut:
-            op.shortcuts[event.path] += 1
+            op.shortcuts[event.path] += times
             return
         if event.path is not None:
             tally = op.paths[event.path]
-            tally.hits += 1
+            tally.hits += times
             if event.forced:
-                tally.forced += 1
-            tally.devices[label] += 1
+                tally.forced += times
+            tally.devices[label] += times
             if test:
-                tally.tests[test] += 1
+                tally.tests[test] += times
             else:
-                tally.unattributed += 1
+                tally.unattributed += times
         for key in keys:
-            sides[key].note_one(test, label)
+            sides[key].note_one(test, label, times)
 
     def _device(self, caps: DeviceCaps) -> DeviceTally:
         tally = self.devices.get(caps.label)
