@@ -449,13 +449,22 @@ def raise_launch_error(err: int, kernel: int) -> None:
 _workspaces: dict[tuple[int, int], Any] = {}
 
 
+@functools.lru_cache(maxsize=1)
+def capture_checker() -> Any:
+    """A function () -> True while the current stream is being captured into a CUDA graph
+    (torch's own accessor: ~0.1 us against ~0.4 us for the public wrapper around it)."""
+    import torch
+
+    return getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
+
+
 def gemv_workspace(device_index: int, stream: int, floats: int) -> Any:
     """A split-K workspace of at least ``floats`` fp32, kept per (device, stream) and reused:
     calls on one stream run in order, so they cannot overlap. Inside a CUDA graph capture a
     fresh one is allocated (from the graph's pool), so a replay never shares it."""
     import torch
 
-    if torch.cuda.is_current_stream_capturing():
+    if capture_checker()():
         return torch.empty(floats, dtype=torch.float32, device=torch.device("cuda", device_index))
     key = (device_index, stream)
     buf = _workspaces.get(key)
