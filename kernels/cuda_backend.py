@@ -45,7 +45,6 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
     "nvfp4_launch_fused": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_fused_tile": (ctypes.c_int, [_I32]),
-    "nvfp4_fused_max_cluster_splits": (ctypes.c_int, []),
     "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),
@@ -325,19 +324,11 @@ def _check_matmul_operands(kernel: str, a: Any, packed: Any, scales: Any, g: Any
     return m, n, k, bf16
 
 
-#: how the fused kernel sums its K splits: "auto" (a cluster reduction inside the one launch where
-#: the GPU has clusters, else partials in a workspace and the finalize kernel), or one of the two
-FUSED_REDUCTIONS = ("auto", "cluster", "finalize")
-
-
-def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, splits: int | None = None,
-              reduction: str = "auto") -> None:
+def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, splits: int | None = None) -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused tensor-core kernel; 1 <= M <= 256,
     block_size 16, K % 128 == 0. fp32 accumulation; the bias is added in fp32 before the single
     rounding. ``splits`` (K splits) defaults to :func:`fused_splits` for the shape and GPU; it
-    changes the summation order, so the bits of a shape are pinned per GPU and split count.
-    ``reduction`` (:data:`FUSED_REDUCTIONS`) picks how the splits are summed; both ways sum in
-    split order and give the same bits (a GPU test holds them to it)."""
+    changes the summation order, so the bits of a shape are pinned per GPU and split count."""
     from nvfp4_kernels.reference import FUSED_STEP_K
     from nvfp4_kernels.tiling import FUSED_MAX_M
 
@@ -350,54 +341,10 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
         splits = fused_splits(n, k, m, out.device.index)
     if isinstance(splits, bool) or not isinstance(splits, int) or not 1 <= splits <= k // FUSED_STEP_K:
         raise ValueError(f"splits must be an int in [1, K/{FUSED_STEP_K} = {k // FUSED_STEP_K}], got {splits!r}")
-    if reduction not in FUSED_REDUCTIONS:
-        raise ValueError(f"reduction must be one of {FUSED_REDUCTIONS}, got {reduction!r}")
-    if reduction == "cluster":
-        cluster = splits > 1
-        if cluster and not fused_clusters_possible(out.device.index, splits):
-            raise ValueError(f"a cluster reduction of {splits} splits needs sm_90 or newer and at most "
-                             f"{fused_max_cluster_splits()} splits; use reduction='finalize'")
-    else:
-        cluster = reduction == "auto" and fused_cluster_reduction(out.device.index, splits, m)
     if n == 0:
         return
     launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
-                 bf16, splits, _stream(out), cluster=cluster)
-
-
-@functools.lru_cache(maxsize=1)
-def fused_max_cluster_splits() -> int:
-    """The most K splits the fused kernel sums inside one cluster (the library's limit)."""
-    return int(load_library().nvfp4_fused_max_cluster_splits())
-
-
-#: the largest activation tile whose splits are summed in clusters by default. Measured on the
-#: H200 (scripts/fused_reduction_ab.py, benchmarks/NOTES.md): at tiles of 8 and 16 rows the
-#: cluster reduction runs as fast as the finalize kernel (median ratio 0.99-1.01 over split
-#: counts 2..16) and saves an eager call one launch; at 64 rows it is 4-53% slower (the larger
-#: partial tiles, two resident blocks per multiprocessor), so those keep the finalize kernel.
-CLUSTER_MAX_TILE_ROWS = 16
-
-
-@functools.lru_cache(maxsize=256)
-def fused_clusters_possible(device_index: int | None, splits: int) -> bool:
-    """True when this GPU can sum ``splits`` (2..16) K splits in thread-block clusters (sm_90+)."""
-    import torch
-
-    if splits < 2 or splits > fused_max_cluster_splits():
-        return False
-    index = torch.cuda.current_device() if device_index is None else device_index
-    return torch.cuda.get_device_capability(index)[0] >= 9
-
-
-def fused_cluster_reduction(device_index: int | None, splits: int, m: int) -> bool:
-    """How the fused kernel sums ``splits`` K splits for ``m`` activation rows by default: True
-    for one launch whose clusters sum them (sm_90+, 2..16 splits, activation tiles up to
-    :data:`CLUSTER_MAX_TILE_ROWS` rows), False for partials in a workspace and the finalize
-    kernel (and for one split, where there is nothing to sum). Both give the same bits."""
-    from nvfp4_kernels.tiling import fused_tile
-
-    return fused_tile(m)[1] <= CLUSTER_MAX_TILE_ROWS and fused_clusters_possible(device_index, splits)
+                 bf16, splits, _stream(out))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -417,13 +364,11 @@ def fused_splits(n: int, k: int, m: int, device_index: int | None = None) -> int
 
 
 def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, out: Any, m: int, n: int, k: int,
-                 bf16: int, splits: int, stream: int, cluster: bool) -> None:
+                 bf16: int, splits: int, stream: int) -> None:
     """Launch the fused kernel on arguments :func:`fused_mma` (or the dispatcher's plan) has
-    already checked: ``a`` and ``packed`` 16-byte and ``scales`` 8-byte aligned. ``cluster``
-    (:func:`fused_cluster_reduction`): sum the splits in the launch's clusters, else in a
-    workspace with the finalize kernel."""
+    already checked: ``a`` and ``packed`` 16-byte and ``scales`` 8-byte aligned."""
     workspace = None
-    if splits > 1 and not cluster:
+    if splits > 1:
         workspace = gemv_workspace(out.device.index, stream, splits * m * n)
     lib = _lib if _lib is not None else load_library()
     err = lib.nvfp4_launch_fused(a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr,

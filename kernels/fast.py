@@ -69,11 +69,8 @@ class Plan:
                        else cuda_backend.fused_splits(problem.n, problem.k, problem.m, prepared.device.index)
                        if self.path == "fused_mma" else 0)
         self.device_index = prepared.device.index  # as this process numbers it (caps carry the host's)
-        # split-K partials in a workspace: the GEMV's, and the fused kernel's where its splits
-        # cannot be summed inside the launch's clusters (older GPUs)
-        in_clusters = (self.path == "fused_mma"
-                       and cuda_backend.fused_cluster_reduction(self.device_index, self.splits, problem.m))
-        self.workspace_floats = self.splits * problem.m * problem.n if self.splits > 1 and not in_clusters else 0
+        # split-K partials (the GEMV's and the fused kernel's) go to a per-stream workspace
+        self.workspace_floats = self.splits * problem.m * problem.n if self.splits > 1 else 0
         self.out_shape = prepared.lead + (problem.n,)
         self.reshape = self.out_shape != (problem.m, problem.n)
         self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()

@@ -64,14 +64,13 @@ def main() -> None:
     ws = cuda_backend.gemv_workspace(0, raw_stream(0), 16 * m * n)
     probe_out = torch.empty(512, dtype=torch.int16, device="cuda")
 
-    def launch_fused(splits: int, tiny: bool = False, cluster: bool = True) -> Callable[[], object]:
+    def launch_fused(splits: int, tiny: bool = False) -> Callable[[], object]:
         """A direct launch; ``tiny`` uses a 1 x 64 x 256 problem whose kernels take ~2 us, so the
-        loop times the host side of the launch (one cluster launch, or the kernel and the
-        finalize launch when ``cluster`` is False and splits > 1)."""
-        workspace = None if cluster else ws.data_ptr()
+        loop times the host side of the launch (the kernel, and the finalize kernel when
+        splits > 1)."""
         mnk = (1, 64, 256) if tiny else (m, n, k)
         args = (a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g.data_ptr(), None, out.data_ptr(),
-                workspace, *mnk, 1, splits, raw_stream(0))
+                ws.data_ptr(), *mnk, 1, splits, raw_stream(0))
         return lambda: lib.nvfp4_launch_fused(*args)
 
     pieces: dict[str, Callable[[], object]] = {
@@ -94,11 +93,9 @@ def main() -> None:
         "ctypes: nvfp4_launch_args_size()": lib.nvfp4_launch_args_size,
         "ctypes+launch: fp4 probe kernel": lambda: lib.nvfp4_launch_fp4_probe(probe_out.data_ptr(), raw_stream(0)),
         "launch fused 1x64x256 splits=1 (13-arg ctypes)": launch_fused(1, tiny=True),
-        "launch fused 1x64x256 splits=2, cluster": launch_fused(2, tiny=True),
-        "launch fused 1x64x256 splits=2, + finalize": launch_fused(2, tiny=True, cluster=False),
+        "launch fused 1x64x256 splits=2 (+ finalize)": launch_fused(2, tiny=True),
         "launch fused splits=1 (13-arg ctypes)": launch_fused(1),
-        f"launch fused splits={max(plan.splits, 2)}, cluster": launch_fused(max(plan.splits, 2)),
-        f"launch fused splits={max(plan.splits, 2)}, + finalize": launch_fused(max(plan.splits, 2), cluster=False),
+        f"launch fused splits={max(plan.splits, 2)} (+ finalize)": launch_fused(max(plan.splits, 2)),
         f"packed launch of the plan (splits={plan.splits})": lambda: plan.launch(plan.kernel, address),
         "fast.matmul (whole fast path)": lambda: fast.matmul(torch, a, packed, scales, g, 16, None, "auto", None),
         "nvfp4_matmul (public entry)": lambda: nvfp4_kernels.nvfp4_matmul(a, packed, scales, g),

@@ -233,39 +233,3 @@ def test_fp4_probe_matches_project_table(backend_ready) -> None:
     expect = np.array([(f16[b & 0xF], f16[b >> 4]) for b in range(256)], dtype=np.uint16)
     assert table.shape == (256, 2) and table.dtype == np.uint16
     assert np.array_equal(table, expect)
-
-
-@pytest.mark.parametrize("m", (1, 9, 33, 64, 200))
-@pytest.mark.parametrize("n,k,splits", ((100, 640, 2), (129, 4096, 12), (64, 2048, 16), (300, 1024, 3)))
-def test_fused_mma_cluster_and_finalize_reductions_give_the_same_bits(backend_ready, m: int, n: int, k: int,
-                                                                       splits: int) -> None:
-    """The one-launch cluster reduction (sm_90+) and the workspace + finalize kernel both sum the
-    splits in order from +0.0 and add the bias before the one rounding: the same bits, at every
-    M tile configuration, with partial row tiles, uneven last splits and the largest cluster."""
-    a, w, b, _ = _gemv_case(m, n, k, "bfloat16", bias=m % 2 == 1, seed=m * 13 + n, path="fused_mma", splits=1)
-    packed, scales = _weights(n, k, 16, seed=m * 13 + n, special=False)
-    pd, sd = _dev(packed), _dev(scales)
-    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
-    outs = {}
-    for reduction in ("cluster", "finalize"):
-        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        cuda_backend.fused_mma(a, pd, sd, g, b, out, splits=splits, reduction=reduction)
-        outs[reduction] = out
-    assert not torch.isnan(outs["cluster"]).any()
-    assert torch.equal(outs["cluster"].view(torch.int16), outs["finalize"].view(torch.int16))
-    _assert_single_rounding_bound(a, w, b, outs["cluster"], "bfloat16")
-
-
-def test_fused_mma_cluster_reduction_refuses_more_splits_than_a_cluster_holds(backend_ready) -> None:
-    n, k, m = 64, 128 * 20, 4
-    a = torch.zeros(m, k, dtype=torch.bfloat16, device="cuda")
-    packed, scales = _dev(np.zeros((n, k // 2), np.uint8)), _dev(np.full((n, k // 16), 0x38, np.uint8))
-    g = torch.ones(1, dtype=torch.float32, device="cuda")
-    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-    limit = cuda_backend.fused_max_cluster_splits()
-    with pytest.raises(ValueError, match=rf"at most {limit} splits; use reduction='finalize'"):
-        cuda_backend.fused_mma(a, packed, scales, g, None, out, splits=limit + 1, reduction="cluster")
-    with pytest.raises(ValueError, match=r"reduction must be one of"):
-        cuda_backend.fused_mma(a, packed, scales, g, None, out, splits=2, reduction="tree")
-    cuda_backend.fused_mma(a, packed, scales, g, None, out, splits=limit + 1)  # auto: the finalize kernel
-    assert torch.equal(out, torch.zeros_like(out))

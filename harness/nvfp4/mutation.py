@@ -180,11 +180,6 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];\n",
         "  for (int s = splits - 1; s >= 0; --s) sum += partial[s * total + idx];\n"),
     Mutation(
-        "cluster-order-reversed", "kernels/cuda/fused_mma.cu",
-        "fused_mma's one-launch cluster reduction sums the splits' partials last split first",
-        "    for (int s = 0; s < splits; ++s) {\n      const float4 p = ",
-        "    for (int s = splits - 1; s >= 0; --s) {\n      const float4 p = "),
-    Mutation(
         "gemv-warp-order-reversed", "kernels/cuda/gemv.cu",
         "GEMV: the block's 8 warp partials are summed last warp first",
         "    for (int w = 0; w < kWarps; ++w) sum += red[w][src_i][src_lane];\n",

@@ -15,18 +15,10 @@
 // matching activation values with 16-byte shared loads from an XOR-swizzled tile (conflict free).
 //
 // Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
-// same K order whatever MT and RT are. When the grid also splits K (too few tiles to fill the
-// GPU), the splits of one tile sum their fp32 partials in split order, starting from +0.0, and
-// the bias is added in fp32 before the single rounding to T. Two ways do this, with the same
-// bits. Without a workspace (sm_90+, decode-sized tiles by default) the splits of a tile are
-// one thread-block cluster: each keeps its partial tile in its own shared memory and the cluster
-// sums them through distributed shared memory, so one launch does everything (an eager call pays
-// one launch, not two). With a workspace (larger tiles, where that measured faster, and older
-// GPUs) the splits write their partials there and the finalize kernel of mma_decode.cuh sums
-// them. So the bits depend only on the inputs and the split count, which the host chooses from
-// the shape and the GPU (nvfp4_kernels.cuda_backend).
-#include <cooperative_groups.h>
-
+// same K order whatever MT and RT are; when the grid also splits K (too few tiles to fill the
+// GPU), each split writes fp32 partials and a finalize kernel sums them in split order. The bias
+// is added in fp32 before the single rounding to T. So the bits depend only on the inputs and
+// the split count, which the host chooses from the shape and the GPU (nvfp4_kernels.cuda_backend).
 #include "mma_decode.cuh"
 
 namespace {
@@ -59,9 +51,6 @@ constexpr int kStepK = 128;                 // values of K per step: 64 packed b
 constexpr int kStages = NVFP4_FUSED_STAGES;  // steps in shared memory at once (kStages - 1 in flight)
 constexpr int kRtSmall = NVFP4_FUSED_RT_SMALL;
 constexpr int kRtLarge = NVFP4_FUSED_RT_LARGE;
-// the most splits one cluster reduction takes (the H200's non-portable cluster limit; more
-// splits need a workspace and the finalize kernel)
-constexpr int kMaxClusterSplits = 16;
 
 template <int MT, int RT>
 struct Tile {
@@ -235,84 +224,19 @@ __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, in
   }
 }
 
-// The split-K sum of one tile inside its cluster (the blocks of splits 0..splits-1, cluster rank
-// = split). Each block parks its fp32 partial tile in its own shared memory (the pipeline's
-// buffers are free by then); after a cluster barrier, block `split` finishes every splits-th
-// element of the tile, reading the partials of ranks 0, 1, ... in that order through
-// distributed shared memory: sum = ((0 + p0) + p1) + ..., then + bias, then one rounding, as the
-// finalize kernel does. A second barrier keeps every block's shared memory alive until all
-// reads of it are done.
-template <typename T, int MT, int RT>
-__device__ __forceinline__ void cluster_reduce(uint8_t* smem, const float (&acc)[RT][MT][4],
-                                               const unsigned short* __restrict__ bias,
-                                               unsigned short* __restrict__ out, int m, int n, int n0, int m0,
-                                               int split, int splits, int warp, int g, int t) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using TL = Tile<MT, RT>;
-  constexpr int kElems = TL::kRows * TL::kActRows;
-  static_assert(kElems * sizeof(float) <= TL::kSmemBytes, "the partial tile must fit the pipeline's buffers");
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  float* part = reinterpret_cast<float*>(smem);
-  cp_async_wait<0>();  // no copy may still land in the buffers reused below
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int row = warp * 16 * RT + 16 * r + g + (c >= 2 ? 8 : 0);
-        const int col = 8 * i + 2 * t + (c & 1);
-        part[row * TL::kActRows + col] = acc[r][i][c];
-      }
-  cluster.sync();
-  // four neighbouring elements (activation rows mm..mm+3 of one weight row) per thread and pass:
-  // 16-byte remote loads, independent across splits, so several are in flight at once
-  static_assert(TL::kActRows % 4 == 0, "a row of the partial tile holds whole groups of four");
-  for (int e = 4 * (split * kThreads + static_cast<int>(threadIdx.x)); e < kElems; e += 4 * splits * kThreads) {
-    const int nn = n0 + e / TL::kActRows;
-    const int mm = m0 + e % TL::kActRows;
-    if (nn >= n || mm >= m) continue;
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) {
-      const float4 p = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, s) + e);
-      sum.x += p.x;
-      sum.y += p.y;
-      sum.z += p.z;
-      sum.w += p.w;
-    }
-    const float b = bias != nullptr ? OutT<T>::to_f32(bias[nn]) : 0.f;
-    const float v[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (mm + j < m) {
-        out[static_cast<int64_t>(mm + j) * n + nn] = OutT<T>::one(bias != nullptr ? v[j] + b : v[j]);
-      }
-    }
-  }
-  cluster.sync();
-#else
-  __trap();  // the host never asks for a cluster below sm_90 (it passes a workspace there)
-#endif
-}
-
 template <typename T, int MT, int RT>
 __global__ void __launch_bounds__(kThreads)
 nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                        const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
                        float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
-                       int splits, int steps_per_split) {
+                       int steps_per_split) {
   using TL = Tile<MT, RT>;
   extern __shared__ __align__(16) uint8_t smem[];
-  // the splits of a tile are neighbours (a cluster on sm_90+), then m tiles: blocks that share
-  // weight rows run together and find them in L2
-  const int split = blockIdx.x % splits;
-  const int tile = blockIdx.x / splits;
-  const int m_tile = tile % m_tiles;
-  const int n_tile = (tile / m_tiles) % n_tiles;
+  // m tile fastest: blocks that share weight rows run together and find them in L2
+  const int m_tile = blockIdx.x % m_tiles;
+  const int n_tile = (blockIdx.x / m_tiles) % n_tiles;
+  const int split = blockIdx.x / (m_tiles * n_tiles);
   const int n0 = n_tile * TL::kRows;
   const int m0 = m_tile * TL::kActRows;
   const int warp = threadIdx.x >> 5;
@@ -347,10 +271,6 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
     compute_stage<T, MT, RT>(smem + (s % kStages) * TL::kStageBytes, gs, warp, g, t, acc);
   }
 
-  if (splits > 1 && partial == nullptr) {
-    cluster_reduce<T, MT, RT>(smem, acc, bias, out, m, n, n0, m0, split, splits, warp, g, t);
-    return;
-  }
   // C fragment: c0, c1 = weight row g, activation rows 2t, 2t+1; c2, c3 = weight row g + 8.
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
@@ -393,16 +313,12 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
                           int splits, cudaStream_t stream) {
   using TL = Tile<MT, RT>;
   auto kernel = nvfp4_fused_mma_kernel<T, MT, RT>;
-  static int configured_for = -1;  // the device whose attributes were set last
+  static int configured_for = -1;  // the device whose shared-memory limit was raised last
   int dev = 0;
   cudaGetDevice(&dev);
   if (configured_for != dev) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
-    int major = 0;
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess && major >= 9) {  // clusters of up to kMaxClusterSplits blocks
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    }
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
     if (err != cudaSuccess) return err;
     configured_for = dev;
   }
@@ -414,28 +330,10 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
   const unsigned short* b = static_cast<const unsigned short*>(bias);
   unsigned short* o = static_cast<unsigned short*>(out);
   float* part = splits > 1 ? workspace : nullptr;
-  const uint8_t* a8 = static_cast<const uint8_t*>(a);
-  const uint8_t* p8 = static_cast<const uint8_t*>(packed);
-  const uint8_t* s8 = static_cast<const uint8_t*>(scales);
-  const float* gf = static_cast<const float*>(g);
-  if (splits > 1 && part == nullptr) {  // one launch: the splits of a tile reduce in their cluster
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = TL::kSmemBytes;
-    config.stream = stream;
-    cudaLaunchAttribute cluster[1];
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = static_cast<unsigned>(splits);
-    cluster[0].val.clusterDim.y = 1;
-    cluster[0].val.clusterDim.z = 1;
-    config.attrs = cluster;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, kernel, a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles, splits,
-                              steps_per_split);
-  }
-  kernel<<<blocks, kThreads, TL::kSmemBytes, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles, splits,
-                                                       steps_per_split);
+  kernel<<<blocks, kThreads, TL::kSmemBytes, stream>>>(
+      static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(packed),
+      static_cast<const uint8_t*>(scales), static_cast<const float*>(g), b, o, part, m, n, k, n_tiles,
+      m_tiles, steps_per_split);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || splits <= 1) return err;
   return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
@@ -471,9 +369,6 @@ int occupancy_of() {
 
 extern "C" {
 
-// The most K splits the one-launch cluster reduction takes (more need a workspace).
-int nvfp4_fused_max_cluster_splits(void) { return kMaxClusterSplits; }
-
 // The fused kernel's tile shape for M: packed as (weight rows per block) << 16 | (activation rows
 // per block). The host's split-K choice (nvfp4_kernels.cuda_backend.fused_splits) reads it.
 int nvfp4_fused_tile(int32_t m) {
@@ -495,15 +390,13 @@ int nvfp4_fused_occupancy(int32_t m) {
 
 // a: [m, k] fp16/bf16, packed: [n, k/2], scales: [n, k/16], each 16-, 16- and 8-byte aligned;
 // g: one fp32 in device memory; bias: [n] or null; out: [m, n]; 1 <= m <= 256, k % 128 == 0.
-// workspace: null for the one-launch cluster reduction (sm_90+, 2 <= splits <= 16), else, when
-// splits > 1, splits * m * n floats for the partials that the finalize kernel then sums.
+// workspace: splits * m * n floats when splits > 1 (else may be null).
 int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                        void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
                        int32_t splits, cudaStream_t stream) {
   if (m <= 0 || n <= 0 || k <= 0) return static_cast<int>(cudaSuccess);
   if (m > 256 || (k % kStepK) || n > 0x7FFFFFFF || k > 0x7FFFFFFF || splits < 1 ||
-      splits > k / kStepK || (splits > kMaxClusterSplits && workspace == nullptr) ||
-      (reinterpret_cast<uintptr_t>(a) & 15) ||
+      splits > k / kStepK || (splits > 1 && workspace == nullptr) || (reinterpret_cast<uintptr_t>(a) & 15) ||
       (reinterpret_cast<uintptr_t>(packed) & 15) || (reinterpret_cast<uintptr_t>(scales) & 7)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
