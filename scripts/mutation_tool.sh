@@ -9,8 +9,9 @@
 #
 # Each session works in its own throw-away copy of the checkout (your tree is never mutated);
 # the copy imports the project through links (.import/nvfp4_kernels -> kernels ...), ahead of
-# the installed editable package. Mutants of type annotations are skipped before the run
-# (scripts/mutation_annotations.py says why). Sessions run one after another, one worker each.
+# the installed editable package. Mutants of type annotations, and of the functions that only run
+# on a CUDA device (the sessions run on the CPU), are skipped before the run; scripts/mutation_skip.py
+# says why. Sessions run one after another, one worker each.
 #
 #   pip install cosmic-ray
 #   bash scripts/mutation_tool.sh [WORKDIR [SESSION ...]]        # all sessions: several hours
@@ -38,6 +39,10 @@ declare -A tests=(
   [verdicts]="suites/test_coverage_data.py suites/test_reports.py suites/test_recorder.py suites/test_gpu_workers.py suites/test_observe.py suites/test_model_api.py"
   [recorder]="suites/test_recorder.py suites/test_coverage_data.py suites/test_observe.py suites/test_model_api.py -m 'not gpu'"
 )
+# functions only a CUDA device calls: their mutants cannot be judged by a CPU session
+declare -A cuda_only=(
+  [dispatcher]="_cuda_matmul,_cuda_dequantize,_device_global_scale,_cached_device_scalar,_on_device,_fp32_reduction,cuda_device_caps"
+)
 sessions=("$@")
 [ ${#sessions[@]} -eq 0 ] && sessions=("${all[@]}")
 for name in "${sessions[@]}"; do
@@ -62,7 +67,7 @@ TOML
   (cd "$copy" && env PYTHONPATH="$copy/.import:$copy" "$python" -c \
     "import nvfp4_kernels, nvfp4_harness, sys; sys.exit(not all(m.__file__.startswith('$copy/') for m in (nvfp4_kernels, nvfp4_harness)))") \
     || { echo "$name: the copy does not import itself" >&2; exit 1; }
-  (cd "$copy" && cosmic-ray init cr.toml session.sqlite && "$python" "$root/scripts/mutation_annotations.py" session.sqlite \
+  (cd "$copy" && cosmic-ray init cr.toml session.sqlite && "$python" "$root/scripts/mutation_skip.py" session.sqlite --functions "${cuda_only[$name]:-}" \
     && cosmic-ray exec cr.toml session.sqlite > exec.log 2>&1)
   echo "== $name"; cr-report "$copy/session.sqlite" | tail -3
 done
