@@ -1,0 +1,75 @@
+"""Dispatcher edges the cosmic-ray run over kernels/dispatch.py found untested.
+
+Each test here was written against a surviving mutant of ``scripts/mutation_tool.sh``'s
+``dispatcher`` session (docs/mutation-testing.md lists them) and fails with that mutant
+applied. They run on the CPU; nothing here is recorded as dispatch coverage.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import nvfp4_kernels
+import pytest
+from nvfp4_harness.model import DeviceCaps
+from nvfp4_kernels import dispatch, nvfp4
+from nvfp4_kernels.model import MODEL, Policy, Problem
+
+
+def _weights(n: int = 32, k: int = 64, block_size: int = 16):
+    rng = np.random.default_rng(0)
+    return nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
+
+
+def _acts(m: int, k: int) -> np.ndarray:
+    return np.random.default_rng(1).standard_normal((m, k)).astype(np.float32).astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("bad_b", [np.zeros((32, 32, 1), np.uint8), np.zeros((1, 32, 32), np.uint8)],
+                         ids=["trailing-axis", "leading-axis"])
+def test_a_three_dimensional_b_is_refused_not_only_a_one_dimensional_one(bad_b: np.ndarray) -> None:
+    """B with more than two axes is refused like B with fewer (a ``< 2`` test would let it in);
+    the weight-scale check cannot stand in for it: [32, 32, 1] gives the same N and K/2."""
+    _, scales, g = _weights()
+    with pytest.raises(ValueError, match=r"B must be 2-D \[N, K/2\], got shape \(" + ", ".join(
+            str(d) for d in bad_b.shape) + r"\)"):
+        nvfp4_kernels.nvfp4_matmul(_acts(2, 64), bad_b, scales, g, backend="cpu")
+    with pytest.raises(ValueError, match="B must be 2-D"):
+        nvfp4_kernels.dequantize(bad_b, scales, g, backend="cpu")
+
+
+@pytest.mark.parametrize("shape", [(33,), (32, 1), (1, 32), (2, 32)])
+def test_a_bias_longer_or_with_more_axes_than_n_is_refused(shape: tuple[int, ...]) -> None:
+    """Every bias shape other than [N] is refused, also those that compare greater than (N,) as
+    tuples ((33,), (32, 1)) and would broadcast silently into Y ((1, 32), (2, 32) for M = 2)."""
+    packed, scales, g = _weights()
+    bias = np.zeros(shape, ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match=r"bias must have shape \[N\] = \[32\], got " + re_list(shape)):
+        nvfp4_kernels.nvfp4_matmul(_acts(2, 64), packed, scales, g, 16, bias, backend="cpu")
+
+
+def re_list(shape: tuple[int, ...]) -> str:
+    """``[33]`` / ``[32, 1]`` as a regular expression."""
+    return r"\[" + ", ".join(str(d) for d in shape) + r"\]"
+
+
+@pytest.mark.parametrize("op,m,path", [("matmul", 1, "gemv"), ("matmul", 4, "fused_mma"),
+                                       ("matmul", 300, "prefill_vec8"), ("dequantize", None, "prefill_scalar")])
+def test_an_event_of_a_cuda_call_names_the_cuda_kernels_and_a_cpu_call_the_reference(
+        monkeypatch: pytest.MonkeyPatch, op: str, m: int | None, path: str) -> None:
+    """The kernels an event names come from the table of the problem's backend: the CUDA
+    kernels for "cuda", the reference functions for "cpu". No CUDA device is needed: the
+    announcement is built from a problem and a simulated H200, and caught before the bus, so no
+    recorder files it."""
+    announced: list = []
+    monkeypatch.setattr(dispatch.bus, "listening", lambda: True)
+    monkeypatch.setattr(dispatch.bus, "announce", announced.append)
+    policy = Policy(gemv_max_m=8, force_path=path)
+    for backend, device in (("cuda", DeviceCaps.simulated_gpu(9, 0, "H200")), ("cpu", DeviceCaps.cpu())):
+        problem = Problem(op, m, 64, 128, 16, "bfloat16", backend, True, "")
+        selection = MODEL.select(problem, device, policy, op=op, force=path)
+        dispatch._announce(op, path, problem, device, policy, selection)
+    cuda_event, cpu_event = announced
+    assert (cuda_event.backend, cuda_event.kernels) == ("cuda", dispatch._CUDA_KERNELS[(op, path)])
+    assert (cpu_event.backend, cpu_event.kernels) == ("cpu", dispatch._CPU_KERNELS[(op, path)])
+    assert cuda_event.kernels != cpu_event.kernels
