@@ -7,13 +7,15 @@ applied. They run on the CPU; nothing here is recorded as dispatch coverage.
 
 from __future__ import annotations
 
+import threading
+
 import ml_dtypes
 import numpy as np
 import nvfp4_kernels
 import pytest
 from nvfp4_harness.model import DeviceCaps
 from nvfp4_kernels import dispatch, nvfp4
-from nvfp4_kernels.model import MODEL, Policy, Problem
+from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
 
 
 def _weights(n: int = 32, k: int = 64, block_size: int = 16):
@@ -73,3 +75,43 @@ def test_an_event_of_a_cuda_call_names_the_cuda_kernels_and_a_cpu_call_the_refer
     assert (cuda_event.backend, cuda_event.kernels) == ("cuda", dispatch._CUDA_KERNELS[(op, path)])
     assert (cpu_event.backend, cpu_event.kernels) == ("cpu", dispatch._CPU_KERNELS[(op, path)])
     assert cuda_event.kernels != cpu_event.kernels
+
+
+def test_scopes_closed_out_of_order_by_two_threads_leave_no_policy_behind() -> None:
+    """Thread 1 opens scope A, thread 2 opens scope B, then A closes before B: closing must find
+    A below B in the process-wide stack (a search that skips entries would leave A there, and
+    every later call without a scope of its own would still be forced down A's path)."""
+    a, b = Policy(force_path="prefill_scalar"), Policy(force_path="prefill_vec8")
+    a_open, b_open, a_closed = threading.Event(), threading.Event(), threading.Event()
+    seen_between: list[Policy] = []
+
+    def first() -> None:
+        with nvfp4_kernels.policy_scope(a):
+            a_open.set()
+            b_open.wait(5)
+        a_closed.set()
+
+    def second() -> None:
+        a_open.wait(5)
+        with nvfp4_kernels.policy_scope(b):
+            b_open.set()
+            a_closed.wait(5)
+            seen_between.append(_policy_of_a_fresh_thread())
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert a_closed.is_set() and seen_between == [b]  # A closed while B was open: B governs
+    assert dispatch.current_policy() is DEFAULT_POLICY, "a closed scope still governs calls"
+    assert _policy_of_a_fresh_thread() is DEFAULT_POLICY
+
+
+def _policy_of_a_fresh_thread() -> Policy:
+    """What a call from a new thread with no scope of its own would be governed by."""
+    found: list[Policy] = []
+    t = threading.Thread(target=lambda: found.append(dispatch.current_policy()))
+    t.start()
+    t.join(5)
+    return found[0]
