@@ -115,3 +115,61 @@ def _policy_of_a_fresh_thread() -> Policy:
     t.start()
     t.join(5)
     return found[0]
+
+
+def _bits(y: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(y).view(np.uint16)
+
+
+def test_the_largest_block_size_is_accepted_and_is_one_block_per_row() -> None:
+    """block_size = 2**31 - 1 is the last one the kernels can index, so it is accepted (only
+    larger ones are refused); with K = 64 it means one scale per row, exactly as block_size = 64
+    does, so both calls give the same bits."""
+    packed, scales, g = _weights(block_size=64)
+    assert scales.shape == (32, 1)
+    a = _acts(3, 64)
+    one_block = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 64, backend="cpu")
+    largest = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, dispatch.MAX_BLOCK_SIZE, backend="cpu")
+    assert dispatch.MAX_BLOCK_SIZE == 2**31 - 1
+    assert np.array_equal(_bits(one_block), _bits(largest))
+    assert np.array_equal(_bits(nvfp4_kernels.dequantize(packed, scales, g, dispatch.MAX_BLOCK_SIZE)),
+                          _bits(nvfp4_kernels.dequantize(packed, scales, g, 64)))
+
+
+def test_a_one_dimensional_activation_is_one_row_and_returns_a_vector() -> None:
+    """A of shape [K] is a problem with M = 1 (no leading dimensions): Y has shape [N] and the
+    bits of the same row passed as [1, K]."""
+    packed, scales, g = _weights()
+    a = _acts(1, 64)
+    vector = nvfp4_kernels.nvfp4_matmul(a[0], packed, scales, g, backend="cpu")
+    assert vector.shape == (32,)
+    assert np.array_equal(_bits(vector), _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend="cpu")[0]))
+
+
+def test_a_zero_dimensional_activation_is_refused_with_the_shape_it_needs() -> None:
+    packed, scales, g = _weights()
+    with pytest.raises(ValueError, match=r"A must have shape \[..., K\] with K = 2 \* B.shape\[1\] = 64, got \[\]$"):
+        nvfp4_kernels.nvfp4_matmul(np.asarray(1.0, ml_dtypes.bfloat16), packed, scales, g, backend="cpu")
+
+
+@pytest.mark.parametrize("k,odd", [(65, True), (63, True), (66, False), (62, False)])
+def test_the_k_must_be_even_hint_appears_exactly_for_an_odd_k(k: int, odd: bool) -> None:
+    """The hint is for an odd K only (65 and 63 differ in bit 1, so a hint keyed on ``K & 2``
+    or on any non-zero K is told apart); an even wrong K gets the plain shape error."""
+    packed, scales, g = _weights()
+    with pytest.raises(ValueError, match=r"A must have shape") as raised:
+        nvfp4_kernels.nvfp4_matmul(_acts(2, k), packed, scales, g, backend="cpu")
+    assert ("K must be even" in str(raised.value)) is odd
+
+
+def test_bias_may_be_passed_by_keyword_and_the_options_only_by_keyword() -> None:
+    """The documented call ``nvfp4_matmul(a, b, s, g, bias=...)`` works; ``backend`` and
+    ``policy`` are keyword-only, so a seventh positional argument is refused rather than taken
+    as a backend name."""
+    packed, scales, g = _weights()
+    a, bias = _acts(2, 64), np.linspace(-1, 1, 32).astype(ml_dtypes.bfloat16)
+    by_keyword = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, bias=bias, backend="cpu")
+    by_position = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, backend="cpu")
+    assert np.array_equal(_bits(by_keyword), _bits(by_position))
+    with pytest.raises(TypeError):
+        nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, "cpu")
