@@ -37,7 +37,7 @@ declare -A tests=(
   [dispatcher]="suites/test_dispatcher.py suites/test_boundary_inputs.py suites/test_dispatch_rules.py suites/test_contract.py -m 'not gpu'"
   [numerics]="suites/test_exact_arithmetic.py suites/test_contract.py suites/test_dispatcher.py suites/test_goldens.py -m 'not gpu'"
   [verdicts]="suites/test_coverage_data.py suites/test_reports.py suites/test_recorder.py suites/test_gpu_workers.py suites/test_observe.py suites/test_model_api.py"
-  [recorder]="suites/test_recorder.py suites/test_coverage_data.py suites/test_observe.py suites/test_model_api.py -m 'not gpu'"
+  [recorder]="suites/test_recorder.py suites/test_coverage_data.py suites/test_observe.py suites/test_model_api.py suites/test_plugin.py suites/test_concurrent_runs.py -m 'not gpu'"
 )
 # functions only a CUDA device calls: their mutants cannot be judged by a CPU session
 declare -A cuda_only=(

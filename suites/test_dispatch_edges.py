@@ -173,3 +173,14 @@ def test_bias_may_be_passed_by_keyword_and_the_options_only_by_keyword() -> None
     assert np.array_equal(_bits(by_keyword), _bits(by_position))
     with pytest.raises(TypeError):
         nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, "cpu")
+
+
+def test_backend_cpu_named_explicitly_runs_on_the_cpu_like_auto() -> None:
+    """``backend="cpu"`` is accepted whether or not CUDA is available (only ``"cuda"`` asks
+    the CUDA backend whether it can run) and gives the bits of ``"auto"`` on host
+    arrays."""
+    packed, scales, g = _weights()
+    a = _acts(5, 64)
+    for call in (lambda be: nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend=be),
+                 lambda be: nvfp4_kernels.dequantize(packed, scales, g, backend=be)):
+        assert np.array_equal(_bits(call("cpu")), _bits(call("auto")))
