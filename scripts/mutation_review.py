@@ -64,12 +64,14 @@ def cuda_only_functions(jobs: list[dict]) -> set[str]:
 
 
 def diff_line(diff: str) -> int | None:
-    """The line the applied mutation changed, read from its diff.
+    """The line the applied mutation changed, read from its diff (what the suites faced).
 
-    Not the job's ``start_pos``: with cosmic-ray 8.7 on this project the recorded position and
-    the applied mutation can disagree (an operator's occurrence N is applied at the site of
-    occurrence N + 1 or N - 1 when the module has f-strings with ``!r`` conversions, as
-    kernels/dispatch.py does), and the diff is what the suites actually faced.
+    A job's ``start_pos`` is where ``cosmic-ray init`` planned it; cosmic-ray applies the
+    operator's N-th occurrence in the file as it is when the job runs. The two part when the
+    module changed after init, for instance when an interrupted ``cosmic-ray exec`` left its
+    mutant in the copy (the file is restored only when a job finishes): the occurrences of that
+    operator then shift by one. :func:`main` warns when the copy's module differs from this
+    checkout's.
     """
     lines = diff.splitlines()
     for index, text in enumerate(lines):
@@ -143,6 +145,9 @@ def main(argv: list[str]) -> int:
         if args.recheck:
             killed_now = [job for job in judged if recheck(copy, job)]
         module = jobs[0]["module"] if jobs else "?"
+        if jobs and (copy / module).read_text() != (ROOT / module).read_text():
+            lines += [f"WARNING: {copy / module} differs from this checkout's {module} (a changed checkout, "
+                      f"or a mutant an interrupted run left behind): the results may not be this module's.", ""]
         pending = len(jobs) - len(done) - sum(skipped.values())
         lines += [f"## `{module}`", "",
                   f"{len(jobs)} mutants, " + "".join(f"{n} {why} skipped, " for why, n in sorted(skipped.items()))
