@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
             killed_now = [job for job in judged if recheck(copy, job)]
         module = jobs[0]["module"] if jobs else "?"
         if jobs and (copy / module).read_text() != (ROOT / module).read_text():
-            lines += [f"WARNING: {copy / module} differs from this checkout's {module} (a changed checkout, "
+            lines += [f"WARNING: {copy / module} differs from this checkout's {module} (a run still in progress, a changed checkout, "
                       f"or a mutant an interrupted run left behind): the results may not be this module's.", ""]
         pending = len(jobs) - len(done) - sum(skipped.values())
         lines += [f"## `{module}`", "",
