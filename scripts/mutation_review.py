@@ -146,8 +146,9 @@ def main(argv: list[str]) -> int:
             killed_now = [job for job in judged if recheck(copy, job)]
         module = jobs[0]["module"] if jobs else "?"
         if jobs and (copy / module).read_text() != (ROOT / module).read_text():
-            lines += [f"WARNING: {copy / module} differs from this checkout's {module} (a run still in progress, a changed checkout, "
-                      f"or a mutant an interrupted run left behind): the results may not be this module's.", ""]
+            lines += [f"WARNING: {copy / module} differs from this checkout's {module} (a run still in "
+                      f"progress, a changed checkout, or a mutant an interrupted run left behind): the results "
+                      f"may not be this module's.", ""]
         pending = len(jobs) - len(done) - sum(skipped.values())
         lines += [f"## `{module}`", "",
                   f"{len(jobs)} mutants, " + "".join(f"{n} {why} skipped, " for why, n in sorted(skipped.items()))

@@ -6,11 +6,10 @@ and is a separate, slow command; these checks are cheap.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import textwrap
 from pathlib import Path
-
-import re
 
 import pytest
 from nvfp4_harness.nvfp4 import mutation
