@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import nvfp4_kernels
 import pytest
+import torch
 from nvfp4_harness.model import DeviceCaps
 from nvfp4_kernels import dispatch, nvfp4
 from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
@@ -184,3 +185,65 @@ def test_backend_cpu_named_explicitly_runs_on_the_cpu_like_auto() -> None:
     for call in (lambda be: nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend=be),
                  lambda be: nvfp4_kernels.dequantize(packed, scales, g, backend=be)):
         assert np.array_equal(_bits(call("cpu")), _bits(call("auto")))
+
+
+def test_a_scope_opened_twice_with_the_same_policy_survives_its_inner_close() -> None:
+    """The same Policy object opened in two nested scopes is two entries of the process-wide
+    stack: closing the inner one removes one entry, so a thread started inside the outer scope
+    after that is still governed by it."""
+    p = Policy(force_path="prefill_scalar")
+    with nvfp4_kernels.policy_scope(p):
+        with nvfp4_kernels.policy_scope(p):
+            assert _policy_of_a_fresh_thread() is p
+        assert _policy_of_a_fresh_thread() is p, "closing the inner scope closed the outer one too"
+    assert _policy_of_a_fresh_thread() is DEFAULT_POLICY
+
+
+@pytest.mark.parametrize("g", [np.ones(0, np.float32), torch.ones(0, dtype=torch.float32)], ids=["numpy", "torch"])
+def test_an_empty_global_scale_is_refused_as_not_one_value(g) -> None:
+    """A global scale with no element is refused with the same words as one with two (a check
+    for "more than one" would let it through to a reshape error that names no argument)."""
+    packed, scales, _ = _weights()
+    with pytest.raises(ValueError, match="weight_scale_2 must hold exactly one value"):
+        nvfp4_kernels.dequantize(packed, scales, g, backend="cpu")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32])
+def test_a_global_scale_array_of_any_other_dtype_than_float32_is_refused(dtype) -> None:
+    """float16 too, which casts safely to float32 (a dtype ordering test, ``>``, would accept
+    it while refusing float64)."""
+    packed, scales, _ = _weights()
+    with pytest.raises(TypeError, match="weight_scale_2 must be float32"):
+        nvfp4_kernels.dequantize(packed, scales, np.ones(1, dtype), backend="cpu")
+
+
+def test_an_out_buffer_of_the_wrong_shape_is_refused() -> None:
+    packed, scales, g = _weights()
+    for shape in [(32, 66), (64, 32), (32 * 64,)]:
+        out = np.zeros(shape, ml_dtypes.bfloat16)
+        with pytest.raises(ValueError, match=r"out must have shape \[N, K\] = \[32, 64\], got " + re_list(shape)):
+            nvfp4_kernels.dequantize(packed, scales, g, out=out, backend="cpu")
+
+
+def test_a_wrong_k_is_reported_from_the_last_axis_of_a() -> None:
+    """The K in the shape error (and the odd-K hint) is A's last axis, whatever A's rank: [65]
+    and [2, 4, 65] are both odd-K errors (axis 1 of the second is an even 4)."""
+    packed, scales, g = _weights()
+    for shape in [(65,), (2, 4, 65)]:
+        a = np.zeros(shape, ml_dtypes.bfloat16)
+        with pytest.raises(ValueError, match=r"got " + re_list(shape) + r" \(K must be even"):
+            nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend="cpu")
+
+
+def test_backend_names_built_at_run_time_work_like_literals() -> None:
+    """A backend read from a command line or a config file is an equal string, not the same
+    object as the literal in the source: the dispatcher compares names by value."""
+    packed, scales, g = _weights()
+    a = _acts(3, 64)
+    want = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g))
+    for name in ("auto", "cpu"):
+        built = "".join(list(name))
+        assert built == name and built is not name
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend=built)), want)
+        assert np.array_equal(_bits(nvfp4_kernels.dequantize(packed, scales, g, backend=built)),
+                              _bits(nvfp4_kernels.dequantize(packed, scales, g)))
