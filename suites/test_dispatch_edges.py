@@ -219,7 +219,7 @@ def test_a_global_scale_array_of_any_other_dtype_than_float32_is_refused(dtype) 
 
 def test_an_out_buffer_of_the_wrong_shape_is_refused() -> None:
     packed, scales, g = _weights()
-    for shape in [(32, 66), (64, 32), (32 * 64,)]:
+    for shape in [(32, 66), (64, 32), (32 * 64,), (32, 62), (31, 64)]:  # larger and smaller than (32, 64)
         out = np.zeros(shape, ml_dtypes.bfloat16)
         with pytest.raises(ValueError, match=r"out must have shape \[N, K\] = \[32, 64\], got " + re_list(shape)):
             nvfp4_kernels.dequantize(packed, scales, g, out=out, backend="cpu")
@@ -247,3 +247,87 @@ def test_backend_names_built_at_run_time_work_like_literals() -> None:
         assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend=built)), want)
         assert np.array_equal(_bits(nvfp4_kernels.dequantize(packed, scales, g, backend=built)),
                               _bits(nvfp4_kernels.dequantize(packed, scales, g)))
+
+
+def test_three_nested_scopes_close_innermost_first_and_leave_none_behind() -> None:
+    """With three scopes open, each close finds its own entry at the top of the stack (a search
+    that started lower would miss it and leave a closed scope governing later calls)."""
+    policies = [Policy(force_path="prefill_scalar"), Policy(force_path="prefill_vec8"), Policy(gemv_max_m=4)]
+    with nvfp4_kernels.policy_scope(policies[0]):
+        with nvfp4_kernels.policy_scope(policies[1]):
+            with nvfp4_kernels.policy_scope(policies[2]):
+                assert _policy_of_a_fresh_thread() is policies[2]
+            assert _policy_of_a_fresh_thread() is policies[1]
+        assert _policy_of_a_fresh_thread() is policies[0]
+    assert _policy_of_a_fresh_thread() is DEFAULT_POLICY
+
+
+@pytest.mark.parametrize("g", [np.ones(1, np.float32), np.asarray(1.0, np.float32)], ids=["[1]", "0-d"])
+def test_a_float32_array_global_scale_is_taken_like_the_scalar(g: np.ndarray) -> None:
+    """The global scale may be a one-element float32 array (what a checkpoint stores) as well as
+    a Python or numpy scalar; the bits are the same."""
+    packed, scales, g0 = _weights()
+    a = _acts(2, 64)
+    as_array = np.asarray(g * np.float32(g0), np.float32).reshape(g.shape)
+    assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, as_array, backend="cpu")),
+                          _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g0, backend="cpu")))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_a_torch_global_scale_of_another_dtype_is_refused(dtype: torch.dtype) -> None:
+    """Also float16 and bfloat16, whose names sort before "torch.float32"."""
+    packed, scales, _ = _weights()
+    with pytest.raises(TypeError, match="weight_scale_2 must be float32"):
+        nvfp4_kernels.dequantize(packed, scales, torch.ones(1, dtype=dtype), backend="cpu")
+
+
+def test_a_torch_dtype_passed_as_the_global_scale_is_refused_as_not_a_float() -> None:
+    """Passing ``torch.float32`` (the dtype) for the value is a plausible slip; it comes from
+    the torch package but is no tensor, so it gets the not-a-float message."""
+    packed, scales, _ = _weights()
+    with pytest.raises(TypeError, match="weight_scale_2 must be a float"):
+        nvfp4_kernels.dequantize(packed, scales, torch.float32, backend="cpu")
+
+
+@pytest.mark.parametrize("dtype", [3, object()])
+def test_an_output_dtype_numpy_cannot_read_is_refused_with_the_choices(dtype: object) -> None:
+    packed, scales, g = _weights()
+    with pytest.raises(ValueError, match=r"dtype must be float16 or bfloat16 \(a name"):
+        nvfp4_kernels.dequantize(packed, scales, g, dtype=dtype, backend="cpu")
+
+
+def test_the_event_records_why_a_call_is_aligned_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The alignment detail an event carries names the misaligned buffer, and says both are
+    aligned when they are."""
+    announced: list = []
+    monkeypatch.setattr(dispatch.bus, "listening", lambda: True)
+    monkeypatch.setattr(dispatch.bus, "announce", announced.append)
+    packed, scales, g = _weights()
+    nvfp4_kernels.dequantize(packed, scales, g, backend="cpu")
+    offset = np.zeros(packed.size + 4, np.uint8)
+    start = next(i for i in range(4) if (offset[i:].ctypes.data % 4) == 1)
+    misaligned = offset[start:start + packed.size].reshape(packed.shape)
+    misaligned[...] = packed
+    nvfp4_kernels.dequantize(misaligned, scales, g, backend="cpu")
+    aligned_event, misaligned_event = announced
+    assert aligned_event.problem_dict()["alignment_detail"] == "B 4-byte and output 16-byte aligned"
+    assert misaligned_event.problem_dict()["alignment_detail"] == (
+        f"B at address {misaligned.ctypes.data:#x} is not 4-byte aligned")
+
+
+@pytest.mark.parametrize("path,dequant", [("prefill_vec8", "vec8"), ("prefill_scalar", "scalar")])
+def test_each_prefill_path_runs_its_own_dequantization(monkeypatch: pytest.MonkeyPatch, path: str,
+                                                       dequant: str) -> None:
+    """The two prefill paths give the same bits, so only a spy tells which dequantization ran:
+    the one the event names (a prefill_vec8 event must not come from the scalar code)."""
+    ran: list[str] = []
+    real = dispatch.reference.prefill
+
+    def spy(*args, dequant_path: str, **kwargs):
+        ran.append(dequant_path)
+        return real(*args, dequant_path=dequant_path, **kwargs)
+
+    monkeypatch.setattr(dispatch.reference, "prefill", spy)
+    packed, scales, g = _weights()
+    nvfp4_kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g, backend="cpu", policy=Policy(force_path=path))
+    assert ran == [dequant]
