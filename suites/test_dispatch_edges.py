@@ -15,6 +15,7 @@ import nvfp4_kernels
 import pytest
 import torch
 from nvfp4_harness.model import DeviceCaps
+from nvfp4_harness.nvfp4 import oracle
 from nvfp4_kernels import dispatch, nvfp4
 from nvfp4_kernels.model import DEFAULT_POLICY, MODEL, Policy, Problem
 
@@ -289,7 +290,7 @@ def test_a_torch_dtype_passed_as_the_global_scale_is_refused_as_not_a_float() ->
         nvfp4_kernels.dequantize(packed, scales, torch.float32, backend="cpu")
 
 
-@pytest.mark.parametrize("dtype", [3, object()])
+@pytest.mark.parametrize("dtype", [3, object(), "int8", np.float32])
 def test_an_output_dtype_numpy_cannot_read_is_refused_with_the_choices(dtype: object) -> None:
     packed, scales, g = _weights()
     with pytest.raises(ValueError, match=r"dtype must be float16 or bfloat16 \(a name"):
@@ -331,3 +332,19 @@ def test_each_prefill_path_runs_its_own_dequantization(monkeypatch: pytest.Monke
     packed, scales, g = _weights()
     nvfp4_kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g, backend="cpu", policy=Policy(force_path=path))
     assert ran == [dequant]
+
+
+@pytest.mark.parametrize("path", ["gemv", "fused_mma", "prefill_vec8", "prefill_scalar"])
+def test_a_k_beyond_the_small_integers_runs_every_path(path: str) -> None:
+    """K = 1024 (CPython caches the ints up to 256, so a shape check written with ``is`` would
+    pass the small K of the other tests and refuse this one) through every path, against a
+    float64 product of the oracle's dequantized weights."""
+    n, k, m = 8, 1024, 4
+    packed, scales, g = _weights(n=n, k=k)
+    a = _acts(m, k)
+    y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend="cpu",
+                                   policy=Policy(gemv_max_m=8, force_path=path))
+    w = oracle.dequantize_bits(packed, scales, float(g), 16, "bfloat16").view(ml_dtypes.bfloat16)
+    want = a.astype(np.float64) @ w.astype(np.float64).T
+    assert y.shape == (m, n)
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
