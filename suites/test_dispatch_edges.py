@@ -200,10 +200,12 @@ def test_a_scope_opened_twice_with_the_same_policy_survives_its_inner_close() ->
     assert _policy_of_a_fresh_thread() is DEFAULT_POLICY
 
 
-@pytest.mark.parametrize("g", [np.ones(0, np.float32), torch.ones(0, dtype=torch.float32)], ids=["numpy", "torch"])
-def test_an_empty_global_scale_is_refused_as_not_one_value(g) -> None:
-    """A global scale with no element is refused with the same words as one with two (a check
-    for "more than one" would let it through to a reshape error that names no argument)."""
+@pytest.mark.parametrize("g", [np.ones(0, np.float32), torch.ones(0, dtype=torch.float32),
+                               torch.ones(2, dtype=torch.float32)], ids=["numpy-empty", "torch-empty", "torch-two"])
+def test_a_global_scale_of_other_than_one_value_is_refused(g) -> None:
+    """A global scale with no element, or two, is refused with the words of the check (a check
+    for "more than one" or "fewer than one" would let the other case through to a reshape error
+    that names no argument)."""
     packed, scales, _ = _weights()
     with pytest.raises(ValueError, match="weight_scale_2 must hold exactly one value"):
         nvfp4_kernels.dequantize(packed, scales, g, backend="cpu")
@@ -248,6 +250,9 @@ def test_backend_names_built_at_run_time_work_like_literals() -> None:
         assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend=built)), want)
         assert np.array_equal(_bits(nvfp4_kernels.dequantize(packed, scales, g, backend=built)),
                               _bits(nvfp4_kernels.dequantize(packed, scales, g)))
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="backend='cuda' is unavailable"):
+            nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, backend="".join(list("cuda")))
 
 
 def test_three_nested_scopes_close_innermost_first_and_leave_none_behind() -> None:
@@ -348,3 +353,10 @@ def test_a_k_beyond_the_small_integers_runs_every_path(path: str) -> None:
     want = a.astype(np.float64) @ w.astype(np.float64).T
     assert y.shape == (m, n)
     np.testing.assert_allclose(y.astype(np.float64), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("block_size", [-16, -1])
+def test_a_negative_block_size_is_refused_as_not_positive(block_size: int) -> None:
+    packed, scales, g = _weights()
+    with pytest.raises(ValueError, match=f"block_size must be a positive integer, got {block_size}$"):
+        nvfp4_kernels.dequantize(packed, scales, g, block_size, backend="cpu")
