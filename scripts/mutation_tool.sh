@@ -34,7 +34,7 @@ declare -A modules=(
 # first failure, so a mutant the early files kill costs a few seconds).
 declare -A tests=(
   [guards]="suites/test_dispatch_rules.py suites/test_dispatcher.py suites/test_boundary_inputs.py suites/test_shapes.py suites/test_contract.py -m 'not gpu'"
-  [dispatcher]="suites/test_dispatcher.py suites/test_boundary_inputs.py suites/test_dispatch_rules.py suites/test_contract.py -m 'not gpu'"
+  [dispatcher]="suites/test_dispatch_edges.py suites/test_dispatcher.py suites/test_boundary_inputs.py suites/test_dispatch_rules.py suites/test_contract.py -m 'not gpu'"
   [numerics]="suites/test_exact_arithmetic.py suites/test_contract.py suites/test_dispatcher.py suites/test_goldens.py -m 'not gpu'"
   [verdicts]="suites/test_coverage_data.py suites/test_reports.py suites/test_recorder.py suites/test_gpu_workers.py suites/test_observe.py suites/test_model_api.py"
   [recorder]="suites/test_recorder.py suites/test_coverage_data.py suites/test_observe.py suites/test_model_api.py suites/test_plugin.py suites/test_concurrent_runs.py -m 'not gpu'"
