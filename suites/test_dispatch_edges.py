@@ -321,22 +321,43 @@ def test_the_event_records_why_a_call_is_aligned_or_not(monkeypatch: pytest.Monk
         f"B at address {misaligned.ctypes.data:#x} is not 4-byte aligned")
 
 
-@pytest.mark.parametrize("path,dequant", [("prefill_vec8", "vec8"), ("prefill_scalar", "scalar")])
-def test_each_prefill_path_runs_its_own_dequantization(monkeypatch: pytest.MonkeyPatch, path: str,
-                                                       dequant: str) -> None:
-    """The two prefill paths give the same bits, so only a spy tells which dequantization ran:
-    the one the event names (a prefill_vec8 event must not come from the scalar code)."""
+#: the reference entry points a CPU path can run; each path's event must name the ones it ran
+ENTRIES = ("gemv", "fused_mma", "dequantize_vec8", "dequantize_scalar", "accumulate_fp32")
+
+
+def _spy(name: str, real, ran: list[str]):
+    """``real``, noting ``name`` in ``ran`` on every call."""
+    def wrapper(*args, **kwargs):
+        ran.append(name)
+        return real(*args, **kwargs)
+    return wrapper
+
+
+@pytest.mark.parametrize("op,path", [("matmul", "gemv"), ("matmul", "fused_mma"), ("matmul", "prefill_vec8"),
+                                     ("matmul", "prefill_scalar"), ("dequantize", "prefill_vec8"),
+                                     ("dequantize", "prefill_scalar")])
+def test_a_cpu_call_runs_the_reference_functions_its_event_names(monkeypatch: pytest.MonkeyPatch, op: str,
+                                                                 path: str) -> None:
+    """Paths give the same bits (prefill_vec8 and prefill_scalar always; the GEMV and fused_mma
+    often), so only spies tell which code ran: the entry points the event names, and no other
+    path's. Coverage claims a path was exercised on the strength of this."""
     ran: list[str] = []
-    real = dispatch.reference.prefill
-
-    def spy(*args, dequant_path: str, **kwargs):
-        ran.append(dequant_path)
-        return real(*args, dequant_path=dequant_path, **kwargs)
-
-    monkeypatch.setattr(dispatch.reference, "prefill", spy)
-    packed, scales, g = _weights()
-    nvfp4_kernels.nvfp4_matmul(_acts(16, 64), packed, scales, g, backend="cpu", policy=Policy(force_path=path))
-    assert ran == [dequant]
+    for name in ENTRIES:
+        monkeypatch.setattr(dispatch.reference, name, _spy(name, getattr(dispatch.reference, name), ran))
+    announced: list = []
+    monkeypatch.setattr(dispatch.bus, "listening", lambda: True)
+    monkeypatch.setattr(dispatch.bus, "announce", announced.append)
+    packed, scales, g = _weights(k=128)
+    policy = Policy(gemv_max_m=8, force_path=path)
+    if op == "matmul":
+        nvfp4_kernels.nvfp4_matmul(_acts(4, 128), packed, scales, g, backend="cpu", policy=policy)
+    else:
+        nvfp4_kernels.dequantize(packed, scales, g, backend="cpu", policy=policy)
+    (event,) = announced
+    named = {kernel.removeprefix("reference.") for kernel in event.kernels}
+    assert named <= set(ran), f"the event names {sorted(named)}, the call ran {ran}"
+    others = {"gemv", "fused_mma", "dequantize_vec8", "dequantize_scalar"} - named
+    assert not others & set(ran), f"{path} ran another path's code: {sorted(others & set(ran))}"
 
 
 @pytest.mark.parametrize("path", ["gemv", "fused_mma", "prefill_vec8", "prefill_scalar"])
@@ -360,3 +381,11 @@ def test_a_negative_block_size_is_refused_as_not_positive(block_size: int) -> No
     packed, scales, g = _weights()
     with pytest.raises(ValueError, match=f"block_size must be a positive integer, got {block_size}$"):
         nvfp4_kernels.dequantize(packed, scales, g, block_size, backend="cpu")
+
+
+@pytest.mark.parametrize("shape", [(32, 3), (32, 5), (33, 4), (31, 4)])
+def test_weight_scales_of_any_other_shape_than_n_by_blocks_are_refused(shape: tuple[int, ...]) -> None:
+    """Larger ones too ([32, 5], [33, 4] compare greater than the [32, 4] wanted)."""
+    packed, _, g = _weights()
+    with pytest.raises(ValueError, match=r"weight_scale must have shape \[N, ceil\(K/block_size\)\] = \[32, 4\]"):
+        nvfp4_kernels.dequantize(packed, np.zeros(shape, np.uint8), g, backend="cpu")
