@@ -163,3 +163,23 @@ def test_an_event_the_data_rejects_is_kept_as_rejected_and_counts_nowhere():
     assert recorder.rejected and "no_such_path" in recorder.rejected[0]
     assert recorder.coverage().events == 0 and recorder.coverage().devices == {}
     assert recorder.events == []
+
+
+def test_events_for_finds_a_label_by_value_not_by_identity():
+    """A label built at run time (a test id read from a report, a name from a config) is equal
+    to, not the same object as, the one the events were recorded under."""
+    label = "smoke"
+    with recording(label) as rec:
+        _call(2, 64)
+    asked = "".join(list(label))
+    assert asked == label and asked is not label
+    assert len(rec.events_for(asked)) == 1 and rec.events_for(asked) == rec.events_for(label)
+
+
+def test_recording_takes_its_label_by_keyword_and_models_only_by_keyword():
+    with recording(label="by-keyword") as rec:
+        _call(2, 64)
+    assert [r.test for r in rec.events] == ["by-keyword"]
+    with pytest.raises(TypeError):
+        with recording("label", ()):
+            pass
