@@ -183,3 +183,15 @@ def test_recording_takes_its_label_by_keyword_and_models_only_by_keyword():
     with pytest.raises(TypeError):
         with recording("label", ()):
             pass
+
+
+def test_a_recorded_event_cannot_be_reattributed_by_a_reader():
+    """``events`` hands out the recorder's own records (a new list, the same records): they are
+    frozen, so a reader cannot move a call to another test behind the recorder's back."""
+    import dataclasses
+
+    with recording("owner") as rec:
+        _call(2, 64)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.events[0].test = "someone-else"
+    assert rec.events_for("owner") and not rec.events_for("someone-else")

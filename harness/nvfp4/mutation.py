@@ -19,7 +19,7 @@ The Python modules are mutated by a tool instead, cosmic-ray (``scripts/mutation
 docs/mutation-testing.md), which makes every mutant its operators can make and needs no search
 text that a legitimate edit breaks. The table keeps Python entries only for a module whose
 cosmic-ray session has not been run and reviewed yet: ``kernels/reference.py`` (the ``numerics``
-session, about 1,300 mutants, several hours on one core). ``suites/test_mutation.py`` fails when
+session, about 1,300 mutants, 1.5 to 3 hours on one core). ``suites/test_mutation.py`` fails when
 the table names a module the reviewed sessions cover. No Python tool mutates CUDA, so the
 :data:`GPU_MUTATIONS` stay hand-written.
 
