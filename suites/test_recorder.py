@@ -225,3 +225,35 @@ def test_coverage_data_add_times_equals_that_many_adds():
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="times must be a positive int"):
             many.add(events[0], "suite::t", times=bad)
+
+
+def test_events_for_finds_a_label_by_value_not_by_identity():
+    """A label built at run time (a test id read from a report, a name from a config) is equal
+    to, not the same object as, the one the events were recorded under."""
+    label = "smoke"
+    with recording(label) as rec:
+        _call(2, 64)
+    asked = "".join(list(label))
+    assert asked == label and asked is not label
+    assert len(rec.events_for(asked)) == 1 and rec.events_for(asked) == rec.events_for(label)
+
+
+def test_recording_takes_its_label_by_keyword_and_models_only_by_keyword():
+    with recording(label="by-keyword") as rec:
+        _call(2, 64)
+    assert [r.test for r in rec.events] == ["by-keyword"]
+    with pytest.raises(TypeError):
+        with recording("label", ()):
+            pass
+
+
+def test_a_recorded_event_cannot_be_reattributed_by_a_reader():
+    """``events`` hands out the recorder's own records (a new list, the same records): they are
+    frozen, so a reader cannot move a call to another test behind the recorder's back."""
+    import dataclasses
+
+    with recording("owner") as rec:
+        _call(2, 64)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.events[0].test = "someone-else"
+    assert rec.events_for("owner") and not rec.events_for("someone-else")
