@@ -10,13 +10,13 @@ does, what torch does (allocation, stream lookup) and what the CUDA launch costs
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 import nvfp4_kernels
 import torch
+from host_profile import decode_operands, shape_from_argv  # scripts/ is the script's own folder
 from nvfp4_kernels import cuda_backend, fast
 
 #: calls per loop: few enough that launches never fill the GPU's queue (the host would then wait
@@ -49,12 +49,8 @@ def inference_alloc(a: torch.Tensor, m: int, n: int) -> Callable[[], object]:
 
 
 def main() -> None:
-    m, n, k = (int(x) for x in ([s for s in sys.argv[1:] if s.isdigit()][:3] or (1, 17408, 5120)))
-    rng = np.random.default_rng(0)
-    packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
-    scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
-    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
-    a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    m, n, k = shape_from_argv()
+    a, packed, scales, g = decode_operands(m, n, k)
     nvfp4_kernels.nvfp4_matmul(a, packed, scales, g)
     lib = cuda_backend.load_library()
     plan = next(iter(fast._plans.values()))

@@ -20,13 +20,25 @@ import torch
 CALLS = 2000
 
 
-def main() -> None:
+def shape_from_argv() -> tuple[int, int, int]:
+    """M, N, K from the first three numeric command-line arguments (default 1 17408 5120)."""
     m, n, k = (int(x) for x in ([s for s in sys.argv[1:] if s.isdigit()][:3] or (1, 17408, 5120)))
+    return m, n, k
+
+
+def decode_operands(m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(a, packed, scales, g) on the GPU: random codes, scales near 1, bf16 activations."""
     rng = np.random.default_rng(0)
     packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
     scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
     g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
     a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    return a, packed, scales, g
+
+
+def main() -> None:
+    m, n, k = shape_from_argv()
+    a, packed, scales, g = decode_operands(m, n, k)
     for _ in range(20):
         nvfp4_kernels.nvfp4_matmul(a, packed, scales, g)
     torch.cuda.synchronize()
