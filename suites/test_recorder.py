@@ -257,3 +257,37 @@ def test_a_recorded_event_cannot_be_reattributed_by_a_reader():
     with pytest.raises(dataclasses.FrozenInstanceError):
         rec.events[0].test = "someone-else"
     assert rec.events_for("owner") and not rec.events_for("someone-else")
+
+
+def test_a_repeated_event_is_checked_once_and_its_repeats_added_in_one_go(monkeypatch):
+    """The point of the repeat counting is cost: one full check per (event, test), then a
+    counter. Two events announced alternately 50 times each must reach the coverage data in two
+    full adds plus one add per event for its repeats, and the counts must still be 50 each."""
+    first, second = _distinct_events()[:2]
+    recorder = Recorder("t")
+    calls = []
+    real_add = CoverageData.add
+
+    def counting_add(self, event, test=None, times=1):
+        calls.append(times)
+        return real_add(self, event, test, times)
+
+    monkeypatch.setattr(CoverageData, "add", counting_add)
+    for _ in range(50):
+        recorder(first)
+        recorder(second)
+    assert calls == [1, 1]  # nothing re-checked while announcing
+    op = recorder.coverage().operator("nvfp4")
+    assert sorted(calls) == [1, 1, 49, 49]
+    assert op.paths[first.path].hits == 50 and op.paths[second.path].hits == 50
+
+
+def test_the_repeat_slots_bound_what_is_held_between_reads(monkeypatch):
+    """At most REPEAT_SLOTS (event, test) pairs wait to be added; the next new one flushes them."""
+    monkeypatch.setattr(Recorder, "REPEAT_SLOTS", 2)
+    events = _distinct_events()
+    recorder = Recorder("t")
+    for event in events + events:
+        recorder(event)
+        assert len(recorder._repeats) <= 2
+    assert len(recorder) == 2 * len(events)
