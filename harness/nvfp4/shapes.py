@@ -194,13 +194,7 @@ class ShapeCase:
 
             packed, scales, g = quantize(rng.uniform(-4, 4, (n, k)).astype(np.float32), bs)
         else:
-            codes = rng.integers(0, 16, (n, k)).astype(np.uint8)
-            packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
-            nblocks = -(-k // bs)
-            sign = rng.integers(0, 2, (n, nblocks)).astype(np.uint8) << 7
-            exponent = rng.integers(4, 11, (n, nblocks)).astype(np.uint8) << 3
-            mantissa = rng.integers(0, 8, (n, nblocks)).astype(np.uint8)
-            scales = (sign | exponent | mantissa).astype(np.uint8)
+            packed, scales = random_weights(rng, n, k, bs)
             g = np.float32(0.125)
         np_dtype = _NP_DTYPES[self.dtype]
         a = None if self.lead is None else rng.uniform(-2, 2, self.lead + (k,)).astype(np_dtype)
@@ -222,6 +216,19 @@ class ShapeCase:
                                       self.dtype, backend=backend, policy=self.policy, out=ops.out)
         return nvfp4_kernels.nvfp4_matmul(ops.a, ops.b, ops.weight_scale, ops.weight_scale_2,
                                     self.block_size, ops.bias, backend=backend, policy=self.policy)
+
+
+def random_weights(rng: RandomSource, n: int, k: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(packed, scale bytes) for an [n, k] weight: uniformly random E2M1 codes, and finite E4M3
+    scale bytes of both signs with exponents 2^-3..2^3 (every mantissa). Draws codes, then signs,
+    exponents and mantissas, in that order: the seeds of committed results depend on it."""
+    codes = rng.integers(0, 16, (n, k)).astype(np.uint8)
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    nblocks = -(-k // block_size)
+    sign = rng.integers(0, 2, (n, nblocks)).astype(np.uint8) << 7
+    exponent = rng.integers(4, 11, (n, nblocks)).astype(np.uint8) << 3
+    mantissa = rng.integers(0, 8, (n, nblocks)).astype(np.uint8)
+    return packed, (sign | exponent | mantissa).astype(np.uint8)
 
 
 def place(host: np.ndarray, device: str = "cpu", as_torch: bool = False, offset: int = 0) -> Any:

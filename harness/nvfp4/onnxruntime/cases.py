@@ -39,7 +39,7 @@ from nvfp4_harness.nvfp4.onnxruntime.model import (
     OrtProblem,
     predict,
 )
-from nvfp4_harness.nvfp4.shapes import MATRIX, StableRng
+from nvfp4_harness.nvfp4.shapes import MATRIX, StableRng, random_weights
 from nvfp4_kernels.reference import numpy_dtype
 
 #: global scale of the coverage cases (as the shape matrix uses)
@@ -286,14 +286,9 @@ def host_operands(case: OrtCase) -> dict[str, np.ndarray]:
     of both signs (2^-3 .. 2^3, as the shape matrix draws them), A in [-2, 2], bias in [-1, 1]."""
     rng = StableRng(case.seed)
     n, k, bs = case.n, case.k, case.block_size
-    codes = rng.integers(0, 16, (n, k)).astype(np.uint8)
-    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
-    nblocks = -(-k // bs)
-    sign = rng.integers(0, 2, (n, nblocks)).astype(np.uint8) << 7
-    exponent = rng.integers(4, 11, (n, nblocks)).astype(np.uint8) << 3
-    mantissa = rng.integers(0, 8, (n, nblocks)).astype(np.uint8)
+    packed, scales = random_weights(rng, n, k, bs)
     out = {"a": rng.uniform(-2, 2, case.lead + (k,)).astype(numpy_dtype(case.dtype)), "b": packed,
-           "weight_scale": (sign | exponent | mantissa).astype(np.uint8),
+           "weight_scale": scales,
            "weight_scale_2": np.array([CASE_GLOBAL_SCALE], dtype=np.float32)}
     if case.bias:
         out["bias"] = rng.uniform(-1, 1, (n,)).astype(numpy_dtype(case.dtype))
