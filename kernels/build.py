@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 from pathlib import Path
 
 CUDA_SOURCE_DIR = Path(__file__).resolve().parent / "cuda"
+#: the C source of the fast path's launch call (a CPython extension; see build_launch_call)
+LAUNCH_CALL_SOURCE = Path(__file__).resolve().parent / "host" / "launch_call.c"
+#: the extension's module name (its PyInit_ function is named after it)
+LAUNCH_CALL_MODULE = "_nvfp4_launch_call"
+LAUNCH_CALL_FLAGS: tuple[str, ...] = ("-O2", "-shared", "-fPIC", "-Wall", "-Werror")
 DEFAULT_ARCHS: tuple[str, ...] = ("sm_90",)
 #: Never --use_fast_math / -ftz=true: the exact decode depends on fp32 subnormals (docs/contract.md).
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC",
@@ -48,7 +55,7 @@ class NvccNotFound(RuntimeError):
 
 
 class BuildError(RuntimeError):
-    """nvcc failed; the message carries its command line and output."""
+    """nvcc (or the C compiler) failed; the message carries its command line and output."""
 
 
 def find_nvcc() -> str:
@@ -202,3 +209,71 @@ def compile_objects(kind: str = "cubin", arch: str = "sm_90", *, source_dir: Pat
                     os.unlink(tmp_name)
         results[src.stem] = dest
     return results
+
+
+def find_c_compiler() -> list[str]:
+    """The host C compiler as a command: ``$CC``, else the one Python was built with, else
+    ``cc`` or ``gcc`` on the PATH (nvcc needs one of them anyway)."""
+    for candidate in (os.environ.get("CC"), sysconfig.get_config_var("CC")):
+        if candidate:
+            command = shlex.split(candidate)
+            if command and shutil.which(command[0]):
+                return command
+    for name in ("cc", "gcc"):
+        found = shutil.which(name)
+        if found:
+            return [found]
+    raise BuildError("no C compiler found for the launch-call extension (tried $CC, Python's CC, cc and gcc): "
+                     "install gcc, or set CC to a C compiler")
+
+
+def python_include_dir() -> Path:
+    """The directory holding this Python's ``Python.h``; BuildError when the headers are not
+    installed (the fast path then launches through ctypes)."""
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").is_file():
+        raise BuildError(f"Python's C headers are not installed ({include / 'Python.h'} is missing), so the "
+                         "launch-call extension cannot be built and the fast path launches through ctypes "
+                         "(2-4 us more per call): install them, e.g. `apt-get install python3-dev` or "
+                         "python3.X-dev for this Python")
+    return include
+
+
+def build_launch_call(*, cache_dir: Path | None = None, source: Path | None = None) -> Path:
+    """Compile ``kernels/host/launch_call.c`` into a CPython extension module (cached, like the
+    library, by a SHA-256 of the source, the compiler's version, the flags and this Python's
+    headers and ABI); returns its path. Load it with :func:`importlib.util.spec_from_file_location`
+    under the name :data:`LAUNCH_CALL_MODULE`.
+
+    Raises :class:`BuildError` when there is no C compiler, no ``Python.h``, or the compile fails.
+    """
+    src = Path(source) if source is not None else LAUNCH_CALL_SOURCE
+    if not src.is_file():
+        raise BuildError(f"the launch-call source {src} is missing; the package data kernels/host/*.c was not "
+                         "installed")
+    compiler = find_c_compiler()
+    include = python_include_dir()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    version = subprocess.run([*compiler, "--version"], capture_output=True, text=True, check=False).stdout
+    digest = hashlib.sha256()
+    for part in (src.read_bytes(), version.encode(), " ".join(LAUNCH_CALL_FLAGS).encode(), str(include).encode(),
+                 suffix.encode()):
+        digest.update(part + b"\0")
+    out_dir = Path(cache_dir) if cache_dir is not None else build_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{LAUNCH_CALL_MODULE}_{digest.hexdigest()[:24]}{suffix}"
+    if target.is_file():
+        return target
+    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=out_dir)
+    os.close(fd)
+    try:
+        cmd = [*compiler, *LAUNCH_CALL_FLAGS, f"-I{include}", str(src), "-o", tmp_name]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BuildError(f"the C compiler failed building the launch-call extension (exit {result.returncode}).\n"
+                             f"command: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+        os.replace(tmp_name, target)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return target

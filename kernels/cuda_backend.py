@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.util
+import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -70,6 +73,8 @@ PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma":
 ARG_WORDS = 12
 ARG_A, ARG_PACKED, ARG_SCALES, ARG_G, ARG_BIAS, ARG_OUT, ARG_WORKSPACE, ARG_STREAM, ARG_N, ARG_K = range(10)
 ARG_M_BLOCK, ARG_BF16_SPLITS = 10, 11
+#: the words a launch call writes per call, in its argument order (a, out, workspace, stream, g)
+LAUNCH_CALL_WORDS = (ARG_A, ARG_OUT, ARG_WORKSPACE, ARG_STREAM, ARG_G)
 
 
 def pack_int32_pair(low: int, high: int) -> int:
@@ -383,6 +388,85 @@ def packed_launcher() -> Any:
     dispatcher's fast path calls it directly (:data:`PACKED_KERNEL`, LaunchArgs filled and
     checked) and passes a non-zero result to :func:`raise_launch_error`."""
     return (_lib if _lib is not None else load_library()).nvfp4_launch_packed
+
+
+#: ``NVFP4_LAUNCH_CALL``: how the fast path calls the library. "auto" (the default): the C
+#: extension where it builds, else ctypes; "extension": the extension or an error; "ctypes": always
+#: ctypes (for A/B runs and for checking the fallback).
+LAUNCH_CALL_ENV = "NVFP4_LAUNCH_CALL"
+LAUNCH_CALL_MODES = ("auto", "extension", "ctypes")
+#: a launch call: (kernel, words, address, a, out, workspace, stream, g) -> cudaError_t
+LaunchCall = Callable[[int, Any, int, int, int, int, int, int], int]
+_launch_call: tuple[LaunchCall, str, str] | None = None
+
+
+def launch_call() -> LaunchCall:
+    """The fast path's call into the library: ``launch(kernel, words, address, a, out,
+    workspace, stream, g)`` writes the five per-call pointers into the argument words at
+    ``address`` (``words``, the ctypes array there) and runs ``nvfp4_launch_packed(kernel,
+    address)``, returning its ``cudaError_t``.
+
+    It is the C extension ``kernels/host/launch_call.c`` (2.7-3.6 us less host time per call
+    than ctypes on the H200 machines) when it builds, else the same thing through ctypes; which
+    one, and why, is :func:`launch_call_kind`. ``$NVFP4_LAUNCH_CALL`` chooses
+    (:data:`LAUNCH_CALL_MODES`)."""
+    global _launch_call
+    if _launch_call is None:
+        _launch_call = _make_launch_call(os.environ.get(LAUNCH_CALL_ENV, "auto"))
+    return _launch_call[0]
+
+
+def launch_call_kind() -> tuple[str, str]:
+    """("extension", its path) or ("ctypes", why not the extension), once :func:`launch_call`
+    has been chosen (it is chosen here if not)."""
+    launch_call()
+    assert _launch_call is not None
+    return _launch_call[1], _launch_call[2]
+
+
+def _make_launch_call(mode: str) -> tuple[LaunchCall, str, str]:
+    if mode not in LAUNCH_CALL_MODES:
+        raise ValueError(f"{LAUNCH_CALL_ENV}={mode!r} is not one of {LAUNCH_CALL_MODES}")
+    packed = packed_launcher()
+    if mode == "ctypes":
+        return ctypes_launch_call(packed), "ctypes", f"{LAUNCH_CALL_ENV}=ctypes"
+    from nvfp4_kernels import build
+
+    try:
+        path = build.build_launch_call()
+        module = load_launch_call_module(path)
+    except (build.BuildError, ImportError, OSError) as exc:
+        if mode == "extension":
+            raise RuntimeError(f"{LAUNCH_CALL_ENV}=extension, but the launch-call extension is not usable: "
+                               f"{exc}") from exc
+        return ctypes_launch_call(packed), "ctypes", f"the extension is not usable: {exc}"
+    module.bind(ctypes.cast(packed, ctypes.c_void_p).value, LAUNCH_CALL_WORDS, ARG_WORDS)
+    return module.launch, "extension", str(path)
+
+
+def load_launch_call_module(path: Any) -> Any:
+    """Import the built launch-call extension from ``path`` (a fresh module state per path)."""
+    from nvfp4_kernels import build
+
+    spec = importlib.util.spec_from_file_location(build.LAUNCH_CALL_MODULE, str(path))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the launch-call extension from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def ctypes_launch_call(packed: Any) -> LaunchCall:
+    """The launch call through ctypes: the same writes and the same library call as the
+    extension, for machines without Python's C headers."""
+    a_word, out_word, workspace_word, stream_word, g_word = LAUNCH_CALL_WORDS
+
+    def launch(kernel: int, words: Any, address: int, a: int, out: int, workspace: int, stream: int, g: int) -> int:
+        words[a_word], words[out_word], words[workspace_word] = a, out, workspace
+        words[stream_word], words[g_word] = stream, g
+        return packed(kernel, address)
+
+    return launch
 
 
 def raise_launch_error(err: int, kernel: int) -> None:

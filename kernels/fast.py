@@ -10,9 +10,12 @@ once, by the full path's own functions, and kept in a :class:`Plan`.
 A plan is found by the identity of the weight tensors (``B``, its scales, the global scale, the
 bias; held by weak references, so a plan never keeps a model's weights alive) and the shape and
 dtype of ``A``. A call then checks only what identity cannot vouch for: that the weights still
-sit at the addresses the plan was made for (so their alignment guards still hold), that every
-tensor is contiguous and on the plan's device, and ``A``'s address for the GEMV's 16-byte loads.
-It fills one preallocated argument struct and makes one ctypes call. Whatever does not fit (a
+sit at the addresses the plan was made for (so their alignment guards still hold) and were not
+changed in place since (their version counters; a shrinking ``resize_`` or an ``unsqueeze_``
+keeps the object and the address), that every tensor is contiguous and on the plan's device,
+and ``A``'s address for the GEMV's 16-byte loads. It makes one call into the kernel library
+(:func:`nvfp4_kernels.cuda_backend.launch_call`: a small C extension, or ctypes where it cannot
+be built), which writes the per-call pointers into a preallocated argument struct and launches. Whatever does not fit (a
 misaligned view, another device, a CPU tensor, an empty problem) returns :data:`MISS`, and the
 full path runs: it raises the same error as always or handles the case. Events carry exactly
 what the full path's events carry.
@@ -41,9 +44,6 @@ ENABLED = os.environ.get("NVFP4_FAST_PATH", "1") != "0"
 PLAN_LIMIT = 4096
 #: the largest finite fp32; host global scales at or beyond it take the full path
 FLT_MAX = float(np.finfo(np.float32).max)
-#: the argument words a call writes (module constants: cheaper than attribute lookups per call)
-_A, _G, _OUT, _WORKSPACE, _STREAM = (cuda_backend.ARG_A, cuda_backend.ARG_G, cuda_backend.ARG_OUT,
-                                     cuda_backend.ARG_WORKSPACE, cuda_backend.ARG_STREAM)
 
 
 class Plan:
@@ -52,7 +52,8 @@ class Plan:
     __slots__ = ("problem", "caps", "policy", "selection", "path", "kernel", "m", "n", "k", "block_size", "bf16",
                  "splits", "workspace_floats", "device_index", "out_shape", "reshape", "b_ref", "b_ptr", "scales_ref",
                  "scales_ptr", "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template", "per_thread", "launch",
-                 "stream_of", "a_dtype", "event", "weights_aligned", "__weakref__")
+                 "stream_of", "a_dtype", "event", "weights_aligned", "versions", "shapes", "workspace_stream",
+                 "workspace", "workspace_ptr", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
@@ -60,7 +61,7 @@ class Plan:
         self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
         self.path = prepared.selection.path
         self.kernel = cuda_backend.PACKED_KERNEL[self.path]
-        self.launch = cuda_backend.packed_launcher()
+        self.launch = cuda_backend.launch_call()
         self.stream_of = cuda_backend.raw_stream_getter()
         self.a_dtype = getattr(torch, problem.dtype)
         self.m, self.n, self.k, self.block_size = problem.m, problem.n, problem.k, problem.block_size
@@ -83,6 +84,11 @@ class Plan:
         self.weights_aligned = self.b_ptr % 16 == 0 and self.scales_ptr % (2 if self.path == "gemv" else 8) == 0
         self.bias_ref = None if bias is None else weakref.ref(bias)
         self.bias_ptr = 0 if bias is None else bias.data_ptr()
+        # what an in-place change of the weights would alter: their version counters, or (for
+        # inference tensors, which keep none) their shapes
+        self.versions, self.shapes = weight_versions(b, scales, bias), weight_shapes(b, scales, bias)
+        # the split-K workspace of the last stream the plan ran on (see workspace_for)
+        self.workspace_stream, self.workspace, self.workspace_ptr = None, None, 0
         # the launch arguments that are the same for every call of the plan
         words = [0] * cuda_backend.ARG_WORDS
         words[cuda_backend.ARG_PACKED], words[cuda_backend.ARG_SCALES] = self.b_ptr, self.scales_ptr
@@ -98,6 +104,19 @@ class Plan:
         #: each fill their own
         self.per_thread: dict[int, tuple[Any, int]] = {}
 
+    def workspace_for(self, index: int, stream: int) -> int:
+        """The address of a split-K workspace for a launch on ``stream`` (cuda_backend's per-stream
+        buffer). Outside a CUDA graph capture the plan keeps the buffer, so the next call on the
+        same stream skips the lookup; the plan's reference keeps it alive even if cuda_backend
+        replaces it by a larger one (both then serve launches on that one stream, in order)."""
+        buffer = cuda_backend.gemv_workspace(index, stream, self.workspace_floats)
+        if _capturing():
+            self.workspace_stream = None  # a captured call's workspace belongs to the graph
+        else:
+            self.workspace_stream, self.workspace = stream, buffer
+            self.workspace_ptr = buffer.data_ptr()
+        return buffer.data_ptr()
+
     def args(self) -> tuple[Any, int]:
         """This thread's argument words (prefilled from the template) and their address."""
         words = (ctypes.c_uint64 * cuda_backend.ARG_WORDS)(*self.template)
@@ -105,6 +124,9 @@ class Plan:
         return found
 
 
+#: () -> True while the current stream is captured into a CUDA graph (torch's own accessor; set
+#: by the first plan, so that importing this module does not import torch)
+_capturing: Any = None
 _plans: dict[tuple, Plan] = {}
 _plans_lock = threading.Lock()
 #: (device index, host global scale) -> the one-element fp32 device tensor the kernels read
@@ -126,7 +148,11 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
             or plan.block_size != block_size or a.dtype is not plan.a_dtype
             or (plan.g_ref() is not g if plan.g_ref is not None
                 else type(g) is not type(plan.g_value) or g != plan.g_value)
-            or (plan.bias_ref() is not bias if plan.bias_ref is not None else bias is not None)):
+            or (plan.bias_ref() is not bias if plan.bias_ref is not None else bias is not None)
+            # changed in place since the plan was made (a weight update, a resize_, an unsqueeze_):
+            # the full path validates them again for a new plan
+            or (weight_versions(b, scales, bias) != plan.versions if plan.versions is not None
+                else weight_shapes(b, scales, bias) != plan.shapes)):
         plan = _make_plan(torch, a, b, scales, g, block_size, bias, backend, policy)
         if plan is None:
             return MISS
@@ -140,26 +166,25 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
             or (bias is not None and (bias.data_ptr() != plan.bias_ptr or not bias.is_contiguous()))):
         return MISS
     words, address = plan.per_thread.get(get_ident()) or plan.args()
-    words[_STREAM] = stream = plan.stream_of(index)
-    if plan.g_ref is not None:
-        words[_G] = g.data_ptr()  # a device global scale is read where it lies now
+    stream = plan.stream_of(index)
+    g_ptr = g.data_ptr() if plan.g_ref is not None else plan.g_ptr  # a device scale is read where it lies now
     path = plan.path
     if path == "gemv" or path == "fused_mma":
         a_ptr = a.data_ptr()
         if a_ptr % 16 or not plan.weights_aligned:
             return MISS  # the full path launches on aligned copies
         out = a.new_empty(plan.m, plan.n)  # the varargs form costs ~0.7 us less than a shape tuple
-        words[_A], words[_OUT] = a_ptr, out.data_ptr()
+        workspace = 0
         if plan.workspace_floats:
-            words[_WORKSPACE] = cuda_backend.gemv_workspace(index, stream, plan.workspace_floats).data_ptr()
-        err = plan.launch(plan.kernel, address)
+            workspace = (plan.workspace_ptr if stream == plan.workspace_stream and not _capturing()
+                         else plan.workspace_for(index, stream))
+        err = plan.launch(plan.kernel, words, address, a_ptr, out.data_ptr(), workspace, stream, g_ptr)
         if err:
             cuda_backend.raise_launch_error(err, plan.kernel)
         y = out.view(plan.out_shape) if plan.reshape else out
     else:
         scratch = a.new_empty(plan.n, plan.k)
-        words[_OUT] = scratch.data_ptr()
-        err = plan.launch(plan.kernel, address)
+        err = plan.launch(plan.kernel, words, address, 0, scratch.data_ptr(), 0, stream, g_ptr)
         if err:
             cuda_backend.raise_launch_error(err, plan.kernel)
         with dispatch._fp32_reduction():
@@ -176,10 +201,28 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
     return y
 
 
+def weight_versions(b: Any, scales: Any, bias: Any) -> tuple[int, int, int] | None:
+    """The version counters of the weight tensors (every in-place op, data or metadata, bumps
+    them), or None when one is an inference tensor (``torch.inference_mode``), which keeps none."""
+    try:
+        return b._version, scales._version, -1 if bias is None else bias._version
+    except RuntimeError:
+        return None
+
+
+def weight_shapes(b: Any, scales: Any, bias: Any) -> tuple[Any, Any, Any]:
+    """The weight tensors' shapes: what the plan checks in place of versions for inference
+    tensors (with their addresses and contiguity, also checked, they fix the tensors' views)."""
+    return b.shape, scales.shape, None if bias is None else bias.shape
+
+
 def _make_plan(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bias: Any, backend: str,
                policy: Policy) -> Plan | None:
     """Run the full path's validation and selection for this call (raising its errors); None
     when the call is not one the fast path serves."""
+    global _capturing
+    if _capturing is None:
+        _capturing = cuda_backend.capture_checker()
     tensor = torch.Tensor
     if type(b) is not tensor or type(scales) is not tensor or (bias is not None and type(bias) is not tensor):
         return None

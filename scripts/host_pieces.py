@@ -59,6 +59,10 @@ def main() -> None:
     out = a.new_empty((m, n))
     ws = cuda_backend.gemv_workspace(0, raw_stream(0), 16 * m * n)
     probe_out = torch.empty(512, dtype=torch.int16, device="cuda")
+    call, kind = cuda_backend.launch_call(), cuda_backend.launch_call_kind()[0]
+    through_ctypes = cuda_backend.ctypes_launch_call(cuda_backend.packed_launcher())
+    call_args = (plan.kernel, words, address, a.data_ptr(), out.data_ptr(), ws.data_ptr() if plan.splits > 1 else 0,
+                 raw_stream(0), g.data_ptr())
 
     def launch_fused(splits: int, tiny: bool = False) -> Callable[[], object]:
         """A direct launch; ``tiny`` uses a 1 x 64 x 256 problem whose kernels take ~2 us, so the
@@ -92,7 +96,8 @@ def main() -> None:
         "launch fused 1x64x256 splits=2 (+ finalize)": launch_fused(2, tiny=True),
         "launch fused splits=1 (13-arg ctypes)": launch_fused(1),
         f"launch fused splits={max(plan.splits, 2)} (+ finalize)": launch_fused(max(plan.splits, 2)),
-        f"packed launch of the plan (splits={plan.splits})": lambda: plan.launch(plan.kernel, address),
+        f"launch call of the plan, {kind} (splits={plan.splits})": lambda: call(*call_args),
+        f"launch call of the plan, ctypes (splits={plan.splits})": lambda: through_ctypes(*call_args),
         "fast.matmul (whole fast path)": lambda: fast.matmul(torch, a, packed, scales, g, 16, None, "auto", None),
         "nvfp4_matmul (public entry)": lambda: nvfp4_kernels.nvfp4_matmul(a, packed, scales, g),
     }

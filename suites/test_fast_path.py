@@ -168,3 +168,86 @@ def test_a_plan_announces_one_event_object_and_a_recorder_counts_every_call(monk
     op = rec.coverage().operator("nvfp4")
     assert op.paths["fused_mma"].hits == 7 and op.paths["fused_mma"].tests["t"] == 7
     assert len(rec) == 7
+
+
+@pytest.mark.parametrize("change", ["resize_", "unsqueeze_", "copy_"])
+def test_weights_changed_in_place_are_validated_again(monkeypatch, change):
+    """A plan is found by the weights' identity; an in-place change keeps the object and its
+    address, so the plan also checks the version counters: a shrunk ``resize_`` and an
+    ``unsqueeze_`` get the full path's errors, an in-place weight update the new weights' bits."""
+    monkeypatch.setattr(fast, "ENABLED", True)
+    a, b, s, g, bias = operands(1, 256, 512, 16, torch.bfloat16, True, seed=3)
+    nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+    nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)  # the plan runs
+    if change == "resize_":
+        b.resize_(128, 256)  # same storage and address, half the rows
+        with pytest.raises(ValueError, match="N"):
+            nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+    elif change == "unsqueeze_":
+        b.unsqueeze_(0)
+        with pytest.raises(ValueError, match="2-D"):
+            nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+    else:
+        _, new_b, _, _, _ = operands(1, 256, 512, 16, torch.bfloat16, True, seed=4)
+        b.copy_(new_b)
+        monkeypatch.setattr(fast, "ENABLED", False)
+        want = nvfp4_kernels.nvfp4_matmul(a, new_b, s, g, 16, bias)
+        monkeypatch.setattr(fast, "ENABLED", True)
+        for _ in range(2):  # the re-made plan, then a call of it
+            assert compare_bitwise(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias), want)
+
+
+def test_inference_tensors_are_checked_by_shape(monkeypatch):
+    """Weights made under ``torch.inference_mode`` keep no version counter; their plan checks
+    their shapes instead (addresses and contiguity as for every tensor)."""
+    monkeypatch.setattr(fast, "ENABLED", True)
+    with torch.inference_mode():
+        a, b, s, g, bias = operands(1, 256, 512, 16, torch.bfloat16, False, seed=3)
+        first = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16)
+        assert compare_bitwise(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16), first)
+        b.resize_(128, 256)
+        with pytest.raises(ValueError, match="N"):
+            nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16)
+
+
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", CALLS, ids=[c[0] for c in CALLS])
+def test_the_ctypes_launch_call_gives_the_extensions_bits(monkeypatch, name, m, n, k, bs, dtype, with_bias, policy,
+                                                          path):
+    """The fast path's two ways into the library (the C extension where it builds, ctypes where
+    it does not: nvfp4_kernels.cuda_backend.launch_call) launch the same kernels."""
+    from nvfp4_kernels import cuda_backend
+
+    monkeypatch.setattr(fast, "ENABLED", True)
+    args = operands(m, n, k, bs, dtype, with_bias, seed=11)
+    results = {}
+    for mode in ("extension", "ctypes"):
+        monkeypatch.setenv(cuda_backend.LAUNCH_CALL_ENV, mode)
+        monkeypatch.setattr(cuda_backend, "_launch_call", None)
+        fast._plans.clear()
+        assert cuda_backend.launch_call_kind()[0] == mode
+        calls = [call_recorded(args, bs, True, monkeypatch, policy) for _ in range(2)]
+        assert calls[0][1] == calls[1][1] and calls[0][1][0]["path"] == path
+        assert compare_bitwise(calls[0][0], calls[1][0])
+        results[mode] = calls[1][0]
+    fast._plans.clear()
+    assert compare_bitwise(results["extension"], results["ctypes"])
+
+
+def test_split_calls_on_two_streams_each_get_their_own_workspace(monkeypatch):
+    """A plan keeps the split-K workspace of the stream it last ran on; calls alternating between
+    two streams (each its own workspace, or the kernels of one would overwrite the other's
+    partials) give the bits of calls on one stream."""
+    monkeypatch.setattr(fast, "ENABLED", True)
+    a, b, s, g, bias = operands(1, 1024, 4096, 16, torch.bfloat16, True, seed=9)  # a split fused call
+    want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+    plan = next(p for p in fast._plans.values() if p.b_ref() is b)
+    assert plan.workspace_floats > 0
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for stream in streams:
+        stream.wait_stream(torch.cuda.current_stream())
+    outs = []
+    for i in range(8):
+        with torch.cuda.stream(streams[i % 2]):
+            outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias))
+    torch.cuda.synchronize()
+    assert all(compare_bitwise(out, want) for out in outs)
