@@ -46,7 +46,8 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_dequant_vec8": (ctypes.c_int, [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _I32, _P]),
     "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
-    "nvfp4_launch_fused": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_launch_fused": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_fused_tiles": (ctypes.c_int64, [_I32, _I64]),
     "nvfp4_fused_tile": (ctypes.c_int, [_I32]),
     "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
@@ -62,19 +63,21 @@ class LaunchArgs(ctypes.Structure):
 
     _fields_ = [("a", _P), ("packed", _P), ("scales", _P), ("g", _P), ("bias", _P), ("out", _P),
                 ("workspace", _P), ("stream", _P), ("n", _I64), ("k", _I64), ("m", _I32), ("block_size", _I32),
-                ("out_bf16", _I32), ("splits", _I32)]
+                ("out_bf16", _I32), ("splits", _I32), ("counters", _P)]
 
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
 PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3}
-#: LaunchArgs seen as 12 uint64 words (the fast path writes the per-call ones by index, which
+#: LaunchArgs seen as 13 uint64 words (the fast path writes the per-call ones by index, which
 #: costs a tenth of a Structure field write): pointers at 0..7, n, k, then two words that each
-#: hold two int32 fields, low half first (little-endian, as on every CUDA host)
-ARG_WORDS = 12
+#: hold two int32 fields, low half first (little-endian, as on every CUDA host), then the
+#: split-K counters' pointer
+ARG_WORDS = 13
 ARG_A, ARG_PACKED, ARG_SCALES, ARG_G, ARG_BIAS, ARG_OUT, ARG_WORKSPACE, ARG_STREAM, ARG_N, ARG_K = range(10)
-ARG_M_BLOCK, ARG_BF16_SPLITS = 10, 11
-#: the words a launch call writes per call, in its argument order (a, out, workspace, stream, g)
-LAUNCH_CALL_WORDS = (ARG_A, ARG_OUT, ARG_WORKSPACE, ARG_STREAM, ARG_G)
+ARG_M_BLOCK, ARG_BF16_SPLITS, ARG_COUNTERS = 10, 11, 12
+#: the words a launch call writes per call, in its argument order (a, out, workspace, counters,
+#: stream, g)
+LAUNCH_CALL_WORDS = (ARG_A, ARG_OUT, ARG_WORKSPACE, ARG_COUNTERS, ARG_STREAM, ARG_G)
 
 
 def pack_int32_pair(low: int, high: int) -> int:
@@ -329,11 +332,22 @@ def _check_matmul_operands(kernel: str, a: Any, packed: Any, scales: Any, g: Any
     return m, n, k, bf16
 
 
-def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, splits: int | None = None) -> None:
+#: how the fused kernel sums its K splits (both sum them in split order from +0.0 and add the
+#: bias before the one rounding, so they give the same bits; a GPU test holds them to it):
+#: "last_block": in the launch, by the last split block of each tile to finish (partials in a
+#: workspace, one zeroed counter per tile); "finalize": partials in a workspace, then the
+#: finalize kernel (a second launch). "auto" is :func:`fused_reduction`. Inside a CUDA graph
+#: capture the finalize kernel always sums them (:func:`splitk_buffers`).
+FUSED_REDUCTIONS = ("auto", "last_block", "finalize")
+
+
+def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, splits: int | None = None,
+              reduction: str = "auto") -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused tensor-core kernel; 1 <= M <= 256,
     block_size 16, K % 128 == 0. fp32 accumulation; the bias is added in fp32 before the single
     rounding. ``splits`` (K splits) defaults to :func:`fused_splits` for the shape and GPU; it
-    changes the summation order, so the bits of a shape are pinned per GPU and split count."""
+    changes the summation order, so the bits of a shape are pinned per GPU and split count.
+    ``reduction`` (:data:`FUSED_REDUCTIONS`) picks how the splits are summed, with the same bits."""
     from nvfp4_kernels.reference import FUSED_STEP_K
     from nvfp4_kernels.tiling import FUSED_MAX_M
 
@@ -346,10 +360,38 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
         splits = fused_splits(n, k, m, out.device.index)
     if isinstance(splits, bool) or not isinstance(splits, int) or not 1 <= splits <= k // FUSED_STEP_K:
         raise ValueError(f"splits must be an int in [1, K/{FUSED_STEP_K} = {k // FUSED_STEP_K}], got {splits!r}")
+    if reduction not in FUSED_REDUCTIONS:
+        raise ValueError(f"reduction must be one of {FUSED_REDUCTIONS}, got {reduction!r}")
+    if reduction == "auto":
+        reduction = fused_reduction(splits, m)
     if n == 0:
         return
     launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
-                 bf16, splits, _stream(out))
+                 bf16, splits, _stream(out), reduction)
+
+
+#: the most activation rows whose split-K sum the fused kernel does in its own launch by default.
+#: Measured on the H200 in two runs (scripts/fused_reduction_ab.py, benchmarks/NOTES.md): at M = 1
+#: one call with the L2 flushed takes 32.8-33.0 us against 33.5-33.7 with the finalize kernel on
+#: 17408 x 5120, 35.0-35.1 against 35.6-35.9 on 5120 x 17408 and 14.7-14.9 against 15.1-15.3 on
+#: 4096 x 4096, and it saves an eager call a launch (~4 us of host time); warm, back to back, it is
+#: 0.1-1.2 us slower, which a CUDA graph never pays (inside a capture the finalize kernel sums);
+#: from M = 4 the tile's last block has more rows to sum than it hides (up to 1.5x at M = 16).
+LAST_BLOCK_MAX_M = 1
+
+
+def fused_reduction(splits: int, m: int) -> str:
+    """How the fused kernel sums ``splits`` K splits for ``m`` activation rows by default (the
+    dispatcher's choice): "none" for one split, "last_block" (one launch) up to
+    :data:`LAST_BLOCK_MAX_M` rows, "finalize" (two launches, the faster kernels) above."""
+    if splits < 2:
+        return "none"
+    return "last_block" if m <= LAST_BLOCK_MAX_M else "finalize"
+
+
+def fused_tiles(m: int, n: int) -> int:
+    """Blocks per split of a fused launch for [m, n] (the counters a last-block sum needs)."""
+    return int(load_library().nvfp4_fused_tiles(m, n))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -369,16 +411,18 @@ def fused_splits(n: int, k: int, m: int, device_index: int | None = None) -> int
 
 
 def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, out: Any, m: int, n: int, k: int,
-                 bf16: int, splits: int, stream: int) -> None:
+                 bf16: int, splits: int, stream: int, reduction: str) -> None:
     """Launch the fused kernel on arguments :func:`fused_mma` (or the dispatcher's plan) has
-    already checked: ``a`` and ``packed`` 16-byte and ``scales`` 8-byte aligned."""
-    workspace = None
+    already checked: ``a`` and ``packed`` 16-byte and ``scales`` 8-byte aligned. ``reduction``:
+    "none" (one split), "last_block" or "finalize" (:data:`FUSED_REDUCTIONS`)."""
+    workspace = counters = None
     if splits > 1:
-        workspace = gemv_workspace(out.device.index, stream, splits * m * n)
+        count = fused_tiles(m, n) if reduction == "last_block" else 0
+        workspace, counters = splitk_buffers(out.device.index, stream, splits * m * n, count)
     lib = _lib if _lib is not None else load_library()
     err = lib.nvfp4_launch_fused(a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr,
-                                 None if bias is None else bias.data_ptr(), out.data_ptr(),
-                                 None if workspace is None else workspace.data_ptr(), m, n, k, bf16, splits, stream)
+                                 None if bias is None else bias.data_ptr(), out.data_ptr(), workspace,
+                                 counters or None, m, n, k, bf16, splits, stream)
     if err:
         _check(err, KERNEL_NAMES["fused_mma"])
 
@@ -395,14 +439,14 @@ def packed_launcher() -> Any:
 #: ctypes (for A/B runs and for checking the fallback).
 LAUNCH_CALL_ENV = "NVFP4_LAUNCH_CALL"
 LAUNCH_CALL_MODES = ("auto", "extension", "ctypes")
-#: a launch call: (kernel, words, address, a, out, workspace, stream, g) -> cudaError_t
-LaunchCall = Callable[[int, Any, int, int, int, int, int, int], int]
+#: a launch call: (kernel, words, address, a, out, workspace, counters, stream, g) -> cudaError_t
+LaunchCall = Callable[[int, Any, int, int, int, int, int, int, int], int]
 _launch_call: tuple[LaunchCall, str, str] | None = None
 
 
 def launch_call() -> LaunchCall:
     """The fast path's call into the library: ``launch(kernel, words, address, a, out,
-    workspace, stream, g)`` writes the five per-call pointers into the argument words at
+    workspace, counters, stream, g)`` writes the six per-call pointers into the argument words at
     ``address`` (``words``, the ctypes array there) and runs ``nvfp4_launch_packed(kernel,
     address)``, returning its ``cudaError_t``.
 
@@ -459,11 +503,12 @@ def load_launch_call_module(path: Any) -> Any:
 def ctypes_launch_call(packed: Any) -> LaunchCall:
     """The launch call through ctypes: the same writes and the same library call as the
     extension, for machines without Python's C headers."""
-    a_word, out_word, workspace_word, stream_word, g_word = LAUNCH_CALL_WORDS
+    a_word, out_word, workspace_word, counters_word, stream_word, g_word = LAUNCH_CALL_WORDS
 
-    def launch(kernel: int, words: Any, address: int, a: int, out: int, workspace: int, stream: int, g: int) -> int:
+    def launch(kernel: int, words: Any, address: int, a: int, out: int, workspace: int, counters: int, stream: int,
+               g: int) -> int:
         words[a_word], words[out_word], words[workspace_word] = a, out, workspace
-        words[stream_word], words[g_word] = stream, g
+        words[counters_word], words[stream_word], words[g_word] = counters, stream, g
         return packed(kernel, address)
 
     return launch
@@ -476,6 +521,7 @@ def raise_launch_error(err: int, kernel: int) -> None:
 
 
 _workspaces: dict[tuple[int, int], Any] = {}
+_counters: dict[tuple[int, int], Any] = {}
 
 
 @functools.lru_cache(maxsize=1)
@@ -500,6 +546,38 @@ def gemv_workspace(device_index: int, stream: int, floats: int) -> Any:
     if buf is None or buf.numel() < floats:
         buf = torch.empty(floats, dtype=torch.float32, device=torch.device("cuda", device_index))
         _workspaces[key] = buf
+    return buf
+
+
+def splitk_buffers(device_index: int, stream: int, floats: int, count: int) -> tuple[int, int]:
+    """The addresses of a split-K workspace of ``floats`` fp32 and of ``count`` zeroed counters
+    for a launch on ``stream`` (:func:`gemv_workspace` and :func:`splitk_counters` in one call,
+    for the fast path); the counters' address is 0 when ``count`` is 0.
+
+    Inside a CUDA graph capture it is always 0: the fused kernel then sums its splits with the
+    finalize kernel (the same bits). A replay pays no host time per launch, so the one-launch sum
+    has nothing to save there, and the finalize kernel needs no zeroed counters in the graph."""
+    workspace = gemv_workspace(device_index, stream, floats).data_ptr()
+    if not count or capture_checker()():
+        return workspace, 0
+    return workspace, splitk_counters(device_index, stream, count).data_ptr()
+
+
+def splitk_counters(device_index: int, stream: int, count: int) -> Any:
+    """At least ``count`` int32 counters, all 0, for the fused kernel's last-block split-K sum,
+    kept per (device, stream). Every launch that uses them leaves them at 0 again, and launches on
+    one stream run in order, so a buffer zeroed once at allocation serves every later call of any
+    shape there. Not for use inside a CUDA graph capture (see :func:`splitk_buffers`)."""
+    import torch
+
+    if capture_checker()():
+        raise RuntimeError("split-K counters are not used inside a CUDA graph capture: the finalize kernel sums "
+                           "the splits there (nvfp4_kernels.cuda_backend.splitk_buffers)")
+    key = (device_index, stream)
+    buf = _counters.get(key)
+    if buf is None or buf.numel() < count:
+        buf = torch.zeros(max(count, 1024), dtype=torch.int32, device=torch.device("cuda", device_index))
+        _counters[key] = buf
     return buf
 
 

@@ -50,10 +50,10 @@ class Plan:
     """What the full path decided for one call signature, and the weights it was made for."""
 
     __slots__ = ("problem", "caps", "policy", "selection", "path", "kernel", "m", "n", "k", "block_size", "bf16",
-                 "splits", "workspace_floats", "device_index", "out_shape", "reshape", "b_ref", "b_ptr", "scales_ref",
-                 "scales_ptr", "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template", "per_thread", "launch",
-                 "stream_of", "a_dtype", "event", "weights_aligned", "versions", "shapes", "workspace_stream",
-                 "workspace", "workspace_ptr", "__weakref__")
+                 "splits", "workspace_floats", "counter_count", "device_index", "out_shape", "reshape", "b_ref",
+                 "b_ptr", "scales_ref", "scales_ptr", "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template",
+                 "per_thread", "launch", "stream_of", "a_dtype", "event", "weights_aligned", "versions", "shapes",
+                 "workspace_stream", "split_buffers", "workspace_ptr", "counters_ptr", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
@@ -70,8 +70,12 @@ class Plan:
                        else cuda_backend.fused_splits(problem.n, problem.k, problem.m, prepared.device.index)
                        if self.path == "fused_mma" else 0)
         self.device_index = prepared.device.index  # as this process numbers it (caps carry the host's)
-        # split-K partials (the GEMV's and the fused kernel's) go to a per-stream workspace
-        self.workspace_floats = self.splits * problem.m * problem.n if self.splits > 1 else 0
+        # split-K partials in a workspace and, for the fused kernel's in-launch sum, one zeroed
+        # counter per tile
+        split = self.splits > 1
+        self.workspace_floats = self.splits * problem.m * problem.n if split else 0
+        self.counter_count = (cuda_backend.fused_tiles(problem.m, problem.n) if self.path == "fused_mma"
+                              and cuda_backend.fused_reduction(self.splits, problem.m) == "last_block" else 0)
         self.out_shape = prepared.lead + (problem.n,)
         self.reshape = self.out_shape != (problem.m, problem.n)
         self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()
@@ -87,8 +91,8 @@ class Plan:
         # what an in-place change of the weights would alter: their version counters, or (for
         # inference tensors, which keep none) their shapes
         self.versions, self.shapes = weight_versions(b, scales, bias), weight_shapes(b, scales, bias)
-        # the split-K workspace of the last stream the plan ran on (see workspace_for)
-        self.workspace_stream, self.workspace, self.workspace_ptr = None, None, 0
+        # the split-K buffers of the last stream the plan ran on (see split_buffers_for)
+        self.workspace_stream, self.split_buffers, self.workspace_ptr, self.counters_ptr = None, None, 0, 0
         # the launch arguments that are the same for every call of the plan
         words = [0] * cuda_backend.ARG_WORDS
         words[cuda_backend.ARG_PACKED], words[cuda_backend.ARG_SCALES] = self.b_ptr, self.scales_ptr
@@ -104,18 +108,22 @@ class Plan:
         #: each fill their own
         self.per_thread: dict[int, tuple[Any, int]] = {}
 
-    def workspace_for(self, index: int, stream: int) -> int:
-        """The address of a split-K workspace for a launch on ``stream`` (cuda_backend's per-stream
-        buffer). Outside a CUDA graph capture the plan keeps the buffer, so the next call on the
-        same stream skips the lookup; the plan's reference keeps it alive even if cuda_backend
-        replaces it by a larger one (both then serve launches on that one stream, in order)."""
-        buffer = cuda_backend.gemv_workspace(index, stream, self.workspace_floats)
+    def split_buffers_for(self, index: int, stream: int) -> tuple[int, int]:
+        """The addresses of a split-K workspace and of the last-block sum's zeroed counters (0
+        when the plan sums with the finalize kernel) for a launch on ``stream``: cuda_backend's
+        per-stream buffers. Outside a CUDA graph capture the plan keeps them, so the next call on
+        the same stream skips the lookups; the plan's references keep them alive even if
+        cuda_backend replaces them by larger ones (both then serve launches on that one stream, in
+        order, and every launch leaves its counters at 0). Inside a capture the workspace comes
+        from the graph's pool and there are no counters (cuda_backend.splitk_buffers)."""
         if _capturing():
-            self.workspace_stream = None  # a captured call's workspace belongs to the graph
-        else:
-            self.workspace_stream, self.workspace = stream, buffer
-            self.workspace_ptr = buffer.data_ptr()
-        return buffer.data_ptr()
+            self.workspace_stream = None
+            return cuda_backend.splitk_buffers(index, stream, self.workspace_floats, self.counter_count)
+        workspace = cuda_backend.gemv_workspace(index, stream, self.workspace_floats)
+        counters = cuda_backend.splitk_counters(index, stream, self.counter_count) if self.counter_count else None
+        self.workspace_stream, self.split_buffers = stream, (workspace, counters)
+        self.workspace_ptr, self.counters_ptr = workspace.data_ptr(), 0 if counters is None else counters.data_ptr()
+        return self.workspace_ptr, self.counters_ptr
 
     def args(self) -> tuple[Any, int]:
         """This thread's argument words (prefilled from the template) and their address."""
@@ -174,17 +182,19 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
         if a_ptr % 16 or not plan.weights_aligned:
             return MISS  # the full path launches on aligned copies
         out = a.new_empty(plan.m, plan.n)  # the varargs form costs ~0.7 us less than a shape tuple
-        workspace = 0
+        workspace = counters = 0
         if plan.workspace_floats:
-            workspace = (plan.workspace_ptr if stream == plan.workspace_stream and not _capturing()
-                         else plan.workspace_for(index, stream))
-        err = plan.launch(plan.kernel, words, address, a_ptr, out.data_ptr(), workspace, stream, g_ptr)
+            if stream == plan.workspace_stream and not _capturing():
+                workspace, counters = plan.workspace_ptr, plan.counters_ptr
+            else:
+                workspace, counters = plan.split_buffers_for(index, stream)
+        err = plan.launch(plan.kernel, words, address, a_ptr, out.data_ptr(), workspace, counters, stream, g_ptr)
         if err:
             cuda_backend.raise_launch_error(err, plan.kernel)
         y = out.view(plan.out_shape) if plan.reshape else out
     else:
         scratch = a.new_empty(plan.n, plan.k)
-        err = plan.launch(plan.kernel, words, address, 0, scratch.data_ptr(), 0, stream, g_ptr)
+        err = plan.launch(plan.kernel, words, address, 0, scratch.data_ptr(), 0, 0, stream, g_ptr)
         if err:
             cuda_backend.raise_launch_error(err, plan.kernel)
         with dispatch._fp32_reduction():

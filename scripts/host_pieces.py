@@ -61,16 +61,19 @@ def main() -> None:
     probe_out = torch.empty(512, dtype=torch.int16, device="cuda")
     call, kind = cuda_backend.launch_call(), cuda_backend.launch_call_kind()[0]
     through_ctypes = cuda_backend.ctypes_launch_call(cuda_backend.packed_launcher())
-    call_args = (plan.kernel, words, address, a.data_ptr(), out.data_ptr(), ws.data_ptr() if plan.splits > 1 else 0,
-                 raw_stream(0), g.data_ptr())
+    counters = cuda_backend.splitk_counters(0, raw_stream(0), 1 << 16)
+    split = plan.splits > 1
+    call_args = (plan.kernel, words, address, a.data_ptr(), out.data_ptr(), ws.data_ptr() if split else 0,
+                 counters.data_ptr() if split and plan.counter_count else 0, raw_stream(0), g.data_ptr())
 
-    def launch_fused(splits: int, tiny: bool = False) -> Callable[[], object]:
+    def launch_fused(splits: int, tiny: bool = False, reduction: str = "last_block") -> Callable[[], object]:
         """A direct launch; ``tiny`` uses a 1 x 64 x 256 problem whose kernels take ~2 us, so the
-        loop times the host side of the launch (the kernel, and the finalize kernel when
-        splits > 1)."""
+        loop times the host side of the launch (one launch for a last-block sum, the kernel and
+        the finalize launch for "finalize")."""
+        count = counters.data_ptr() if reduction == "last_block" and splits > 1 else None
         mnk = (1, 64, 256) if tiny else (m, n, k)
         args = (a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g.data_ptr(), None, out.data_ptr(),
-                ws.data_ptr(), *mnk, 1, splits, raw_stream(0))
+                ws.data_ptr(), count, *mnk, 1, splits, raw_stream(0))
         return lambda: lib.nvfp4_launch_fused(*args)
 
     pieces: dict[str, Callable[[], object]] = {
@@ -92,10 +95,9 @@ def main() -> None:
         "cuda_backend.gemv_workspace(...)": lambda: cuda_backend.gemv_workspace(0, raw_stream(0), m * n),
         "ctypes: nvfp4_launch_args_size()": lib.nvfp4_launch_args_size,
         "ctypes+launch: fp4 probe kernel": lambda: lib.nvfp4_launch_fp4_probe(probe_out.data_ptr(), raw_stream(0)),
-        "launch fused 1x64x256 splits=1 (13-arg ctypes)": launch_fused(1, tiny=True),
-        "launch fused 1x64x256 splits=2 (+ finalize)": launch_fused(2, tiny=True),
-        "launch fused splits=1 (13-arg ctypes)": launch_fused(1),
-        f"launch fused splits={max(plan.splits, 2)} (+ finalize)": launch_fused(max(plan.splits, 2)),
+        "launch fused 1x64x256 splits=1 (14-arg ctypes)": launch_fused(1, tiny=True),
+        "launch fused 1x64x256 splits=2, last block": launch_fused(2, tiny=True),
+        "launch fused 1x64x256 splits=2, + finalize": launch_fused(2, tiny=True, reduction="finalize"),
         f"launch call of the plan, {kind} (splits={plan.splits})": lambda: call(*call_args),
         f"launch call of the plan, ctypes (splits={plan.splits})": lambda: through_ctypes(*call_args),
         "fast.matmul (whole fast path)": lambda: fast.matmul(torch, a, packed, scales, g, 16, None, "auto", None),

@@ -123,7 +123,7 @@ class _PathWithoutDefaultToolkit(type(Path())):
 
 
 def test_launch_args_words_match_the_struct_layout() -> None:
-    """The fast path writes LaunchArgs as 12 uint64 words by index; the bytes must equal the
+    """The fast path writes LaunchArgs as 13 uint64 words by index; the bytes must equal the
     ctypes Structure's (whose size the library checks against launch_args.h at load)."""
     import ctypes
     import random
@@ -132,17 +132,49 @@ def test_launch_args_words_match_the_struct_layout() -> None:
 
     rng = random.Random(3)
     values = {name: rng.getrandbits(47) * 8 for name in ("a", "packed", "scales", "g", "bias", "out", "workspace",
-                                                          "stream")}
+                                                          "stream", "counters")}
     ints = {"n": rng.getrandbits(40), "k": rng.getrandbits(40), "m": 255, "block_size": 16, "out_bf16": 1,
             "splits": 7}
     struct = cb.LaunchArgs(**values, **ints)
     words = (ctypes.c_uint64 * cb.ARG_WORDS)()
     for name, index in (("a", cb.ARG_A), ("packed", cb.ARG_PACKED), ("scales", cb.ARG_SCALES), ("g", cb.ARG_G),
                         ("bias", cb.ARG_BIAS), ("out", cb.ARG_OUT), ("workspace", cb.ARG_WORKSPACE),
-                        ("stream", cb.ARG_STREAM)):
+                        ("stream", cb.ARG_STREAM), ("counters", cb.ARG_COUNTERS)):
         words[index] = values[name]
     words[cb.ARG_N], words[cb.ARG_K] = ints["n"], ints["k"]
     words[cb.ARG_M_BLOCK] = cb.pack_int32_pair(ints["m"], ints["block_size"])
     words[cb.ARG_BF16_SPLITS] = cb.pack_int32_pair(ints["out_bf16"], ints["splits"])
     assert ctypes.sizeof(struct) == ctypes.sizeof(words) == 8 * cb.ARG_WORDS
     assert bytes(struct) == bytes(words)
+
+
+def test_split_k_counters_are_left_out_inside_a_cuda_graph_capture(monkeypatch) -> None:
+    """Eager single-row calls sum their K splits in the launch (counters given); inside a CUDA
+    graph capture the counters' address is 0, so the library runs the finalize kernel instead
+    (a replay has no per-launch host time to save, and needs no zeroed counters in the graph)."""
+    from nvfp4_kernels import cuda_backend as cb
+
+    class Buffer:
+        def __init__(self, address: int) -> None:
+            self.address = address
+
+        def data_ptr(self) -> int:
+            return self.address
+
+    asked = []
+    monkeypatch.setattr(cb, "gemv_workspace", lambda device, stream, floats: Buffer(4096))
+    monkeypatch.setattr(cb, "splitk_counters", lambda device, stream, count: asked.append(count) or Buffer(8192))
+    capturing = [False]
+    monkeypatch.setattr(cb, "capture_checker", lambda: (lambda: capturing[0]))
+    assert cb.splitk_buffers(0, 1, 100, 7) == (4096, 8192) and asked == [7]
+    assert cb.splitk_buffers(0, 1, 100, 0) == (4096, 0) and asked == [7]
+    capturing[0] = True
+    assert cb.splitk_buffers(0, 1, 100, 7) == (4096, 0) and asked == [7]
+
+
+def test_the_fused_kernel_sums_the_splits_of_single_row_calls_in_its_launch() -> None:
+    from nvfp4_kernels import cuda_backend as cb
+
+    assert cb.fused_reduction(1, 1) == "none"  # nothing to sum
+    assert [cb.fused_reduction(7, m) for m in (1, cb.LAST_BLOCK_MAX_M, cb.LAST_BLOCK_MAX_M + 1, 64)] == [
+        "last_block", "last_block", "finalize", "finalize"]

@@ -233,3 +233,51 @@ def test_fp4_probe_matches_project_table(backend_ready) -> None:
     expect = np.array([(f16[b & 0xF], f16[b >> 4]) for b in range(256)], dtype=np.uint16)
     assert table.shape == (256, 2) and table.dtype == np.uint16
     assert np.array_equal(table, expect)
+
+
+@pytest.mark.parametrize("m", (1, 9, 33, 64, 200))
+@pytest.mark.parametrize("n,k,splits", ((100, 640, 2), (129, 4096, 12), (64, 2048, 16), (300, 1024, 3)))
+def test_fused_mma_split_k_sums_give_the_same_bits(backend_ready, m: int, n: int, k: int, splits: int) -> None:
+    """The two ways of summing the splits (the tile's last block inside the launch, the finalize
+    kernel after it) both sum in split order from +0.0 and add the bias before the one rounding:
+    the same bits, at every M tile configuration, with partial row tiles and uneven last splits.
+    Repeated calls check that the last-block counters are left at 0 (a stale count would skip or
+    repeat a tile's sum)."""
+    a, w, b, _ = _gemv_case(m, n, k, "bfloat16", bias=m % 2 == 1, seed=m * 13 + n, path="fused_mma", splits=1)
+    packed, scales = _weights(n, k, 16, seed=m * 13 + n, special=False)
+    pd, sd = _dev(packed), _dev(scales)
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    outs = {}
+    for reduction in ("finalize", "last_block", "last_block", "auto"):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        cuda_backend.fused_mma(a, pd, sd, g, b, out, splits=splits, reduction=reduction)
+        outs.setdefault(reduction, []).append(out)
+    want = outs["finalize"][0].view(torch.int16)
+    for reduction, results in outs.items():
+        for out in results:
+            assert torch.equal(out.view(torch.int16), want), reduction
+    _assert_single_rounding_bound(a, w, b, outs["last_block"][0], "bfloat16")
+
+
+def test_fused_mma_last_block_counters_serve_calls_of_different_shapes_on_one_stream(backend_ready) -> None:
+    """One counter buffer per stream serves every shape: calls with more tiles, then fewer, then
+    more again must each equal the finalize kernel's bits."""
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    for m, n, k, splits in ((8, 4096, 1024, 4), (1, 64, 512, 2), (64, 1000, 2048, 7), (16, 4096, 1024, 8)):
+        a, _, _, _ = _gemv_case(m, n, k, "bfloat16", bias=False, seed=n + m, path="fused_mma", splits=1)
+        packed, scales = _weights(n, k, 16, seed=n + m, special=False)
+        pd, sd = _dev(packed), _dev(scales)
+        got, want = (torch.empty((m, n), dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        cuda_backend.fused_mma(a, pd, sd, g, None, got, splits=splits, reduction="last_block")
+        cuda_backend.fused_mma(a, pd, sd, g, None, want, splits=splits, reduction="finalize")
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (m, n, k, splits)
+
+
+def test_fused_mma_refuses_an_unknown_reduction(backend_ready) -> None:
+    n, k, m = 64, 256, 4
+    a = torch.zeros(m, k, dtype=torch.bfloat16, device="cuda")
+    packed, scales = _dev(np.zeros((n, k // 2), np.uint8)), _dev(np.full((n, k // 16), 0x38, np.uint8))
+    g = torch.ones(1, dtype=torch.float32, device="cuda")
+    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match=r"reduction must be one of \('auto', 'last_block', 'finalize'\), got 'tree'"):
+        cuda_backend.fused_mma(a, packed, scales, g, None, out, splits=2, reduction="tree")

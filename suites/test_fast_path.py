@@ -31,7 +31,8 @@ CALLS = [
     ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, GEMV_ON, "gemv"),
     ("gemv-m8-bias", 8, 200, 320, 16, torch.float16, True, GEMV_ON, "gemv"),
     ("fused-m1", 1, 256, 512, 16, torch.bfloat16, False, None, "fused_mma"),     # decode, the default policy
-    ("fused-m1-split", 1, 1024, 4096, 16, torch.bfloat16, True, None, "fused_mma"),  # K split: the finalize kernel
+    ("fused-m1-split", 1, 1024, 4096, 16, torch.bfloat16, True, None, "fused_mma"),  # K split, summed in the launch
+    ("fused-m8-split", 8, 1024, 4096, 16, torch.bfloat16, False, None, "fused_mma"),  # K split, finalize kernel
     ("fused-m64-bias", 64, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M
     ("vec8-m65", 65, 256, 512, 16, torch.bfloat16, True, None, "prefill_vec8"),  # past fused_max_m = 64
     ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, None, "prefill_vec8"),
@@ -251,3 +252,33 @@ def test_split_calls_on_two_streams_each_get_their_own_workspace(monkeypatch):
             outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias))
     torch.cuda.synchronize()
     assert all(compare_bitwise(out, want) for out in outs)
+
+
+def _kernels_launched(fn) -> list[str]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.parametrize("m,launches", ((1, 1), (8, 2), (64, 2)))
+def test_a_single_row_split_k_call_is_one_launch(monkeypatch, m, launches):
+    """Host time: an eager single-row call whose fused kernel splits K launches that kernel alone
+    (the tile's last block sums the splits); more rows keep the finalize kernel after it (measured
+    faster there). Either way the bits equal the full path's."""
+    from nvfp4_kernels import cuda_backend
+
+    n, k = 1024, 4096
+    assert cuda_backend.fused_splits(n, k, m) > 1  # the shape must split K for the check to mean anything
+    a, b, s, g, _ = operands(m, n, k, 16, torch.bfloat16, False, seed=m)
+    monkeypatch.setattr(fast, "ENABLED", False)
+    want = nvfp4_kernels.nvfp4_matmul(a, b, s, g)  # the full path
+    monkeypatch.setattr(fast, "ENABLED", True)
+    nvfp4_kernels.nvfp4_matmul(a, b, s, g)  # builds the plan
+    got = []
+    names = _kernels_launched(lambda: got.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g)))
+    assert len(names) == launches and "nvfp4_fused_mma_kernel" in names[0], names
+    assert launches == 1 or "splitk_finalize" in names[1], names
+    assert compare_bitwise(want, got[0])

@@ -1,5 +1,5 @@
 """CPU-CI tests of the fast path's launch call (kernels/host/launch_call.c and its ctypes
-fallback in nvfp4_kernels.cuda_backend): both write the same five per-call words of the launch
+fallback in nvfp4_kernels.cuda_backend): both write the same six per-call words of the launch
 struct and make the same library call with the same result; the extension refuses bad calls
 with errors that say what is wrong; its build is cached and says what to install when it cannot
 run; ``$NVFP4_LAUNCH_CALL`` chooses between them.
@@ -64,18 +64,19 @@ def template_words():
     return words, ctypes.addressof(words)
 
 
-def expected_words(a: int, out: int, workspace: int, stream: int, g: int) -> list[int]:
+def expected_words(a: int, out: int, workspace: int, counters: int, stream: int, g: int) -> list[int]:
     expected = [1000 + i for i in range(WORDS)]
-    for index, value in zip(cuda_backend.LAUNCH_CALL_WORDS, (a, out, workspace, stream, g), strict=True):
+    for index, value in zip(cuda_backend.LAUNCH_CALL_WORDS, (a, out, workspace, counters, stream, g), strict=True):
         expected[index] = value
     return expected
 
 
-#: per-call pointers: ordinary, zero (no workspace, the dequant's unused A) and the largest address
+#: per-call pointers: ordinary, zero (no workspace or counters, the dequant's unused A) and the
+#: largest address
 CALLS = [
-    (3, (0x7F0000001000, 0x7F0000200000, 0x7F0000400000, 0x55AA00, 0x7F0000000200)),
-    (1, (0, 0x7F0000200000, 0, 0, 0x7F0000000200)),
-    (0, (2**64 - 16, 2**63 + 512, 2**64 - 1, 2**64 - 2, 2**32)),
+    (3, (0x7F0000001000, 0x7F0000200000, 0x7F0000400000, 0x7F0000600000, 0x55AA00, 0x7F0000000200)),
+    (1, (0, 0x7F0000200000, 0, 0, 0, 0x7F0000000200)),
+    (0, (2**64 - 16, 2**63 + 512, 2**64 - 1, 2**64 - 3, 2**64 - 2, 2**32)),
 ]
 
 
@@ -95,28 +96,28 @@ def test_extension_and_ctypes_write_the_same_words_and_return_the_entry_result(e
 def test_extension_uses_the_word_indices_it_was_bound_with(extension_path, tmp_path) -> None:
     recorder = Recorder()
     module = fresh_module(extension_path, tmp_path)
-    module.bind(recorder.address, (11, 0, 4, 7, 2), WORDS)
+    order = (11, 0, 4, 9, 7, 2)
+    module.bind(recorder.address, order, WORDS)
     words, address = template_words()
-    module.launch(2, words, address, 11, 22, 33, 44, 55)
+    module.launch(2, words, address, 11, 22, 33, 44, 55, 66)
     written = recorder.calls[0][1]
-    assert [written[i] for i in (11, 0, 4, 7, 2)] == [11, 22, 33, 44, 55]
-    assert [w for i, w in enumerate(written) if i not in (11, 0, 4, 7, 2)] == [
-        1000 + i for i in range(WORDS) if i not in (11, 0, 4, 7, 2)]
+    assert [written[i] for i in order] == [11, 22, 33, 44, 55, 66]
+    assert [w for i, w in enumerate(written) if i not in order] == [1000 + i for i in range(WORDS) if i not in order]
 
 
 def test_extension_refuses_a_call_before_bind(extension_path, tmp_path) -> None:
     module = fresh_module(extension_path, tmp_path)
     words, address = template_words()
     with pytest.raises(RuntimeError, match="bind"):
-        module.launch(0, words, address, 1, 2, 3, 4, 5)
+        module.launch(0, words, address, 1, 2, 3, 4, 5, 6)
 
 
 @pytest.mark.parametrize("args,error,match", [
-    ((0, None, 0, 1, 2, 3, 4, 5), ValueError, "address is 0"),
-    ((0, None, 64, 1, 2, 3, 4), TypeError, "takes 8 arguments, got 7"),
-    ((0, None, 64, -1, 2, 3, 4, 5), OverflowError, "negative"),
-    ((0, None, 64, 1, 2, 2**64, 4, 5), OverflowError, "too big"),
-    ((0, None, 64, 1, "2", 3, 4, 5), TypeError, "integer"),
+    ((0, None, 0, 1, 2, 3, 4, 5, 6), ValueError, "address is 0"),
+    ((0, None, 64, 1, 2, 3, 4, 5), TypeError, "takes 9 arguments, got 8"),
+    ((0, None, 64, -1, 2, 3, 4, 5, 6), OverflowError, "negative"),
+    ((0, None, 64, 1, 2, 2**64, 4, 5, 6), OverflowError, "too big"),
+    ((0, None, 64, 1, "2", 3, 4, 5, 6), TypeError, "integer"),
 ])
 def test_extension_refuses_bad_arguments_without_calling_the_library(extension_path, tmp_path, args, error,
                                                                       match) -> None:
@@ -132,12 +133,12 @@ def test_extension_refuses_bad_arguments_without_calling_the_library(extension_p
 
 
 @pytest.mark.parametrize("args,error,match", [
-    ((0, (0, 5, 6, 7, 3), WORDS), ValueError, "function address is 0"),
-    ((None, (0, 5, 6, 7), WORDS), ValueError, "needs 5 entries"),
-    ((None, (0, 5, 6, 7, WORDS), WORDS), ValueError, "outside the"),
-    ((None, (0, 5, 6, 7, -1), WORDS), ValueError, "outside the"),
-    ((None, 5, WORDS), TypeError, "sequence of 5 ints"),
-    ((None, (0, 5, 6, 7, 3)), TypeError, "takes 3 arguments"),
+    ((0, (0, 5, 6, 12, 7, 3), WORDS), ValueError, "function address is 0"),
+    ((None, (0, 5, 6, 7, 3), WORDS), ValueError, "needs 6 entries"),
+    ((None, (0, 5, 6, 12, 7, WORDS), WORDS), ValueError, "outside the"),
+    ((None, (0, 5, 6, 12, 7, -1), WORDS), ValueError, "outside the"),
+    ((None, 5, WORDS), TypeError, "sequence of 6 ints"),
+    ((None, (0, 5, 6, 12, 7, 3)), TypeError, "takes 3 arguments"),
 ])
 def test_bind_refuses_bad_arguments(extension_path, tmp_path, args, error, match) -> None:
     recorder = Recorder()
@@ -147,7 +148,7 @@ def test_bind_refuses_bad_arguments(extension_path, tmp_path, args, error, match
         module.bind(*args)
     words, address = template_words()
     with pytest.raises(RuntimeError, match="bind"):  # a refused bind binds nothing
-        module.launch(0, words, address, 1, 2, 3, 4, 5)
+        module.launch(0, words, address, 1, 2, 3, 4, 5, 6)
 
 
 def test_build_is_cached_and_tracks_the_source(extension_path, tmp_path) -> None:
@@ -201,8 +202,8 @@ def test_auto_takes_the_extension_and_it_reaches_the_real_library(unchosen) -> N
     assert kind == "extension" and Path(where).is_file()
     words, address = template_words()
     # an unknown kernel number: the library's switch refuses it before any CUDA call
-    assert launch(99, words, address, 1, 2, 3, 4, 5) == INVALID_VALUE
-    assert [words[i] for i in cuda_backend.LAUNCH_CALL_WORDS] == [1, 2, 3, 4, 5]
+    assert launch(99, words, address, 1, 2, 3, 4, 5, 6) == INVALID_VALUE
+    assert [words[i] for i in cuda_backend.LAUNCH_CALL_WORDS] == [1, 2, 3, 4, 5, 6]
 
 
 def test_ctypes_mode_reaches_the_real_library_the_same_way(unchosen) -> None:
@@ -210,8 +211,8 @@ def test_ctypes_mode_reaches_the_real_library_the_same_way(unchosen) -> None:
     launch = cuda_backend.launch_call()
     assert cuda_backend.launch_call_kind() == ("ctypes", "NVFP4_LAUNCH_CALL=ctypes")
     words, address = template_words()
-    assert launch(99, words, address, 1, 2, 3, 4, 5) == INVALID_VALUE
-    assert [words[i] for i in cuda_backend.LAUNCH_CALL_WORDS] == [1, 2, 3, 4, 5]
+    assert launch(99, words, address, 1, 2, 3, 4, 5, 6) == INVALID_VALUE
+    assert [words[i] for i in cuda_backend.LAUNCH_CALL_WORDS] == [1, 2, 3, 4, 5, 6]
 
 
 def _no_extension(**_: object) -> Path:

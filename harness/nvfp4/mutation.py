@@ -185,6 +185,17 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];\n",
         "  for (int s = splits - 1; s >= 0; --s) sum += partial[s * total + idx];\n"),
     Mutation(
+        "last-block-order-reversed", "kernels/cuda/fused_mma.cu",
+        "fused_mma's in-launch last-block sum adds the splits' partials last split first",
+        "    for (int s = 0; s < splits; ++s) sum += __ldcg(p + s * plane);\n",
+        "    for (int s = splits - 1; s >= 0; --s) sum += __ldcg(p + s * plane);\n"),
+    Mutation(
+        "last-block-counter-not-reset", "kernels/cuda/fused_mma.cu",
+        "fused_mma's last-block sum leaves its tile counters set, so the next launch on the stream "
+        "never finds its last block",
+        "  if (threadIdx.x == 0) *counter = 0;\n",
+        "\n"),
+    Mutation(
         "gemv-warp-order-reversed", "kernels/cuda/gemv.cu",
         "GEMV: the block's 8 warp partials are summed last warp first",
         "    for (int w = 0; w < kWarps; ++w) sum += red[w][src_i][src_lane];\n",

@@ -15,10 +15,13 @@
 // matching activation values with 16-byte shared loads from an XOR-swizzled tile (conflict free).
 //
 // Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
-// same K order whatever MT and RT are; when the grid also splits K (too few tiles to fill the
-// GPU), each split writes fp32 partials and a finalize kernel sums them in split order. The bias
-// is added in fp32 before the single rounding to T. So the bits depend only on the inputs and
-// the split count, which the host chooses from the shape and the GPU (nvfp4_kernels.cuda_backend).
+// same K order whatever MT and RT are. When the grid also splits K (too few tiles to fill the
+// GPU), the splits write fp32 partials to a workspace and are summed in split order, starting
+// from +0.0, and the bias is added in fp32 before the single rounding to T. Given tile counters
+// (single-row decode, where it measured as fast), the tile's last split block does that sum
+// inside the launch, so the call is one launch; otherwise the finalize kernel of mma_decode.cuh
+// does it after. Both give the same bits. So the bits depend only on the inputs and the split
+// count, which the host chooses from the shape and the GPU (nvfp4_kernels.cuda_backend).
 #include "mma_decode.cuh"
 
 namespace {
@@ -224,13 +227,81 @@ __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, in
   }
 }
 
+// The split-K sum of one tile in the same launch, on any GPU: every split writes its partial
+// tile to the workspace, then counts itself in the tile's counter; the block that counts last
+// (all other splits' partials are then in device memory) sums the tile's partials in split order
+// from +0.0, adds the bias, rounds once, and sets the counter back to 0 for the next launch on
+// the stream. The counters start at 0 (the host zeroes them once) and every launch leaves them at
+// 0, so the bits are those of the finalize kernel.
+//
+// It is a called subroutine, not inlined: inlined after the main loop, it changed how the
+// compiler scheduled and allocated that loop (a slower loop for a sum of a few hundred values).
+// Called, it takes only kernel parameters and blockIdx (it works out its tile again), so the PTX
+// of the LAST_BLOCK instantiation up to the call is that of the finalize-path one, and nothing of
+// the sum is live across the loop. ptxas still sees the callee: its register and occupancy
+// choice for the whole kernel follows the callee's loads (see the unroll below).
+//
+// Ordering, in the PTX memory model. One thread per block does the GPU-scope synchronisation, as
+// the cooperative-groups grid barrier and CUTLASS's GenericBarrier do: the block's bar.sync
+// orders every thread's partial stores before thread 0's count, and the count is an acq_rel
+// atomic at GPU scope, whose release is cumulative over those stores; in the last block, the same
+// atomic's acquire sees every other split's release, and the second barrier orders it before
+// every thread's loads. The loads go through L2 (__ldcg), not through a possibly stale L1 line.
+// (All threads fencing, __threadfence() being fence.sc.gpu, cost every block 128 full fences.)
+__device__ __forceinline__ int count_split_acq_rel(int* counter) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
+
 template <typename T, int MT, int RT>
+__device__ __noinline__ void last_block_reduce(const float* __restrict__ partial, int* __restrict__ counters,
+                                               const unsigned short* __restrict__ bias,
+                                               unsigned short* __restrict__ out, int m, int n, int n_tiles,
+                                               int m_tiles, int splits) {
+  using TL = Tile<MT, RT>;
+  // the kernel's tile arithmetic again, so that none of it is kept live across the main loop
+  const int m_tile = blockIdx.x % m_tiles;
+  const int n_tile = (blockIdx.x / m_tiles) % n_tiles;
+  int* counter = counters + (n_tile * m_tiles + m_tile);
+  const int n0 = n_tile * TL::kRows;
+  const int m0 = m_tile * TL::kActRows;
+  __syncthreads();  // every thread's partial stores, before thread 0 counts them
+  // Thread 0's answer reaches the block through the barrier's reduction, not through a
+  // __shared__ flag: a static __shared__ variable moves the dynamic shared memory's base, which
+  // costs the main loop an instruction. The barrier also orders thread 0's acquire before every
+  // thread's loads of the other splits.
+  const bool last_block = __syncthreads_or(threadIdx.x == 0 && count_split_acq_rel(counter) == splits - 1);
+  if (!last_block) return;
+  const int64_t plane = static_cast<int64_t>(m) * n;
+  // weight row fastest: neighbouring threads read neighbouring partials of one activation row
+  for (int e = static_cast<int>(threadIdx.x); e < TL::kRows * TL::kActRows; e += kThreads) {
+    const int nn = n0 + e % TL::kRows;
+    const int mm = m0 + e / TL::kRows;
+    if (nn >= n || mm >= m) continue;
+    const float* p = partial + static_cast<int64_t>(mm) * n + nn;
+    float sum = 0.f;
+    // two loads in flight, not four or more: with four (unroll 4, or a batch of four) ptxas gave
+    // the whole kernel fewer registers (56, not 64, at MT = 1) and recomputed addresses inside
+    // the main loop; with at most two the main loop keeps the finalize path's allocation
+#pragma unroll 2
+    for (int s = 0; s < splits; ++s) sum += __ldcg(p + s * plane);
+    if (bias != nullptr) sum += OutT<T>::to_f32(bias[nn]);
+    out[static_cast<int64_t>(mm) * n + nn] = OutT<T>::one(sum);
+  }
+  // a plain store: the next launch on the stream counts only after this kernel has ended
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+// LAST_BLOCK: this instantiation sums the K splits itself (last_block_reduce). It is its own
+// instantiation so that every other launch runs exactly the code it ran before that sum existed.
+template <typename T, int MT, int RT, bool LAST_BLOCK>
 __global__ void __launch_bounds__(kThreads)
 nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                        const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
                        float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
-                       int steps_per_split) {
+                       int steps_per_split, int* __restrict__ counters, int splits) {
   using TL = Tile<MT, RT>;
   extern __shared__ __align__(16) uint8_t smem[];
   // m tile fastest: blocks that share weight rows run together and find them in L2
@@ -292,6 +363,9 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
       }
     }
   }
+  if constexpr (LAST_BLOCK) {
+    last_block_reduce<T, MT, RT>(partial, counters, bias, out, m, n, n_tiles, m_tiles, splits);
+  }
 }
 
 // The tile configuration for M: activation tiles of 8, 16, 32 or 64 rows; one weight row tile
@@ -309,18 +383,19 @@ __host__ __device__ constexpr Config config_for(int m) {
 
 template <typename T, int MT, int RT>
 cudaError_t launch_config(const void* a, const void* packed, const void* scales, const void* g,
-                          const void* bias, void* out, float* workspace, int m, int n, int k,
+                          const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
                           int splits, cudaStream_t stream) {
   using TL = Tile<MT, RT>;
-  auto kernel = nvfp4_fused_mma_kernel<T, MT, RT>;
-  static int configured_for = -1;  // the device whose shared-memory limit was raised last
+  const bool last_block = splits > 1 && counters != nullptr;
+  auto kernel = last_block ? nvfp4_fused_mma_kernel<T, MT, RT, true> : nvfp4_fused_mma_kernel<T, MT, RT, false>;
+  static int configured_for[2] = {-1, -1};  // the device whose shared-memory limit was raised last
   int dev = 0;
   cudaGetDevice(&dev);
-  if (configured_for != dev) {
+  if (configured_for[last_block] != dev) {
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
     if (err != cudaSuccess) return err;
-    configured_for = dev;
+    configured_for[last_block] = dev;
   }
   const int n_tiles = (n + TL::kRows - 1) / TL::kRows;
   const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
@@ -330,35 +405,45 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
   const unsigned short* b = static_cast<const unsigned short*>(bias);
   unsigned short* o = static_cast<unsigned short*>(out);
   float* part = splits > 1 ? workspace : nullptr;
-  kernel<<<blocks, kThreads, TL::kSmemBytes, stream>>>(
-      static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(packed),
-      static_cast<const uint8_t*>(scales), static_cast<const float*>(g), b, o, part, m, n, k, n_tiles,
-      m_tiles, steps_per_split);
+  const uint8_t* a8 = static_cast<const uint8_t*>(a);
+  const uint8_t* p8 = static_cast<const uint8_t*>(packed);
+  const uint8_t* s8 = static_cast<const uint8_t*>(scales);
+  const float* gf = static_cast<const float*>(g);
+  int* count = last_block ? counters : nullptr;
+  kernel<<<blocks, kThreads, TL::kSmemBytes, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
+                                                       steps_per_split, count, splits);
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || splits <= 1) return err;
+  if (err != cudaSuccess || splits <= 1 || last_block) return err;
   return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
 }
 
 template <typename T>
 cudaError_t launch_fused(const void* a, const void* packed, const void* scales, const void* g,
-                         const void* bias, void* out, float* workspace, int m, int n, int k, int splits,
-                         cudaStream_t stream) {
+                         const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
+                         int splits, cudaStream_t stream) {
   const Config c = config_for(m);
-  if (c.mt == 1) return launch_config<T, 1, kRtSmall>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-  if (c.mt == 2) return launch_config<T, 2, kRtSmall>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-  if (c.mt == 4) return launch_config<T, 4, kRtLarge>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-  return launch_config<T, 8, kRtLarge>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  if (c.mt == 1) {
+    return launch_config<T, 1, kRtSmall>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+  }
+  if (c.mt == 2) {
+    return launch_config<T, 2, kRtSmall>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+  }
+  if (c.mt == 4) {
+    return launch_config<T, 4, kRtLarge>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+  }
+  return launch_config<T, 8, kRtLarge>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
 }
 
 template <int MT, int RT>
 int occupancy_of() {
   // the dynamic shared-memory limit is raised first, as a launch does
-  if (cudaFuncSetAttribute(nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  if (cudaFuncSetAttribute(nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, false>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                            Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
     return -1;
   }
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT>,
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, false>,
                                                     kThreads, Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
     return -1;
   }
@@ -368,6 +453,14 @@ int occupancy_of() {
 }  // namespace
 
 extern "C" {
+
+// Tiles (blocks per split) of a launch for [m, n]: the counters a last-block reduction needs.
+int64_t nvfp4_fused_tiles(int32_t m, int64_t n) {
+  if (m < 1 || m > 256 || n < 1) return 0;
+  const Config c = config_for(m);
+  const int64_t rows = kWarps * 16 * c.rt, act_rows = 8 * c.mt;
+  return ((n + rows - 1) / rows) * ((m + act_rows - 1) / act_rows);
+}
 
 // The fused kernel's tile shape for M: packed as (weight rows per block) << 16 | (activation rows
 // per block). The host's split-K choice (nvfp4_kernels.cuda_backend.fused_splits) reads it.
@@ -390,20 +483,23 @@ int nvfp4_fused_occupancy(int32_t m) {
 
 // a: [m, k] fp16/bf16, packed: [n, k/2], scales: [n, k/16], each 16-, 16- and 8-byte aligned;
 // g: one fp32 in device memory; bias: [n] or null; out: [m, n]; 1 <= m <= 256, k % 128 == 0.
-// workspace: splits * m * n floats when splits > 1 (else may be null).
+// When splits > 1, workspace holds splits * m * n fp32 partials; with counters (one int per tile
+// of the launch, all 0: nvfp4_fused_tiles) the tile's last split block sums them in the launch
+// and leaves the counters at 0, without them the finalize kernel runs after.
 int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
-                       void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
-                       int32_t splits, cudaStream_t stream) {
+                       void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
+                       int32_t out_bf16, int32_t splits, cudaStream_t stream) {
   if (m <= 0 || n <= 0 || k <= 0) return static_cast<int>(cudaSuccess);
   if (m > 256 || (k % kStepK) || n > 0x7FFFFFFF || k > 0x7FFFFFFF || splits < 1 ||
-      splits > k / kStepK || (splits > 1 && workspace == nullptr) || (reinterpret_cast<uintptr_t>(a) & 15) ||
+      splits > k / kStepK || (splits > 1 && workspace == nullptr) || (counters != nullptr && workspace == nullptr) ||
+      (reinterpret_cast<uintptr_t>(a) & 15) ||
       (reinterpret_cast<uintptr_t>(packed) & 15) || (reinterpret_cast<uintptr_t>(scales) & 7)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   const cudaError_t err =
-      out_bf16 ? launch_fused<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, m,
+      out_bf16 ? launch_fused<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, counters, m,
                                              static_cast<int>(n), static_cast<int>(k), splits, stream)
-               : launch_fused<__half>(a, packed, scales, g, bias, out, workspace, m, static_cast<int>(n),
+               : launch_fused<__half>(a, packed, scales, g, bias, out, workspace, counters, m, static_cast<int>(n),
                                       static_cast<int>(k), splits, stream);
   return static_cast<int>(err);
 }

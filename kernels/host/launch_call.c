@@ -21,7 +21,7 @@
 
 typedef int (*packed_launch_fn)(int32_t kernel, const void* args);
 
-enum { SLOT_A, SLOT_OUT, SLOT_WORKSPACE, SLOT_STREAM, SLOT_G, SLOTS };
+enum { SLOT_A, SLOT_OUT, SLOT_WORKSPACE, SLOT_COUNTERS, SLOT_STREAM, SLOT_G, SLOTS };
 
 static packed_launch_fn target = NULL;
 static Py_ssize_t word_index[SLOTS];
@@ -41,12 +41,12 @@ static PyObject* bind(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   }
   Py_ssize_t count = PyLong_AsSsize_t(args[2]);
   if (count == -1 && PyErr_Occurred()) return NULL;
-  PyObject* seq = PySequence_Fast(args[1], "bind: word_indices must be a sequence of 5 ints (a, out, workspace, "
-                                           "stream, g)");
+  PyObject* seq = PySequence_Fast(args[1], "bind: word_indices must be a sequence of 6 ints (a, out, workspace, "
+                                           "counters, stream, g)");
   if (seq == NULL) return NULL;
   if (PySequence_Fast_GET_SIZE(seq) != SLOTS) {
     Py_DECREF(seq);
-    PyErr_Format(PyExc_ValueError, "bind: word_indices needs %d entries (a, out, workspace, stream, g)", SLOTS);
+    PyErr_Format(PyExc_ValueError, "bind: word_indices needs %d entries (a, out, workspace, counters, stream, g)", SLOTS);
     return NULL;
   }
   Py_ssize_t indices[SLOTS];
@@ -69,14 +69,15 @@ static PyObject* bind(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-/* launch(kernel, words, address, a, out, workspace, stream, g) -> cudaError_t as an int.
- * ``words`` is the ctypes array at ``address`` (unused here: the ctypes fallback writes through
- * it); the five pointers go to their words, then the library launches. */
+/* launch(kernel, words, address, a, out, workspace, counters, stream, g) -> cudaError_t as an
+ * int. ``words`` is the ctypes array at ``address`` (unused here: the ctypes fallback writes
+ * through it); the six pointers go to their words, then the library launches. */
 static PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 8) {
+  if (nargs != 3 + SLOTS) {
     PyErr_Format(PyExc_TypeError,
-                 "launch(kernel, words, address, a, out, workspace, stream, g) takes 8 arguments, got %zd", nargs);
+                 "launch(kernel, words, address, a, out, workspace, counters, stream, g) takes 9 arguments, got %zd",
+                 nargs);
     return NULL;
   }
   if (target == NULL) {
@@ -103,9 +104,10 @@ static PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(function_address, word_indices, word_count): the library's nvfp4_launch_packed and where the per-call "
-     "words (a, out, workspace, stream, g) sit in its argument struct."},
+     "words (a, out, workspace, counters, stream, g) sit in its argument struct."},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
-     "launch(kernel, words, address, a, out, workspace, stream, g) -> int: write the per-call words at address "
+     "launch(kernel, words, address, a, out, workspace, counters, stream, g) -> int: write the per-call words at "
+     "address "
      "and launch (the library's cudaError_t)."},
     {NULL, NULL, 0, NULL}};
 
