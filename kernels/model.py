@@ -16,6 +16,9 @@ from nvfp4_harness.model import DeviceCaps, DispatchModel, Guard, InvalidArgumen
 
 #: the largest M the fused tensor-core kernel takes (kernels/cuda/fused_mma.cu; nvfp4_kernels.tiling)
 FUSED_MAX_M = 256
+#: the largest M the decode GEMV kernel takes (kernels/cuda/gemv.cu refuses more: its block holds
+#: the activations of at most 8 rows, one MMA's N)
+GEMV_MAX_M = 8
 #: the fused kernel's K step: 128 values per step, so K % 128 == 0
 FUSED_K_MULTIPLE = 128
 
@@ -26,7 +29,7 @@ OPS = ("matmul", "dequantize")
 class Policy:
     """Tunable dispatch policy.
 
-    ``gemv_max_m``: the largest M the decode GEMV takes. ``fused_max_m``: the largest M the fused
+    ``gemv_max_m``: the largest M the decode GEMV takes (at most 8). ``fused_max_m``: the largest M the fused
     tensor-core path takes (at most 256); GEMV comes first in preference order, so the fused path
     runs for ``gemv_max_m < M <= fused_max_m``. Both defaults are the crossovers measured by the
     bench's M sweep (BENCHMARKS.md, section "paths"; a CPU test checks them against the committed
@@ -46,8 +49,9 @@ class Policy:
     def __post_init__(self) -> None:
         if isinstance(self.gemv_max_m, bool) or not isinstance(self.gemv_max_m, int):
             raise InvalidArgument(f"Policy(gemv_max_m=...) must be an int, got {self.gemv_max_m!r}")
-        if self.gemv_max_m < 0:
-            raise InvalidArgument(f"Policy(gemv_max_m=...) must be >= 0, got {self.gemv_max_m}")
+        if not 0 <= self.gemv_max_m <= GEMV_MAX_M:
+            raise InvalidArgument(f"Policy(gemv_max_m=...) must be in [0, {GEMV_MAX_M}] (the decode GEMV kernel "
+                                  f"takes at most {GEMV_MAX_M} rows of A), got {self.gemv_max_m}")
         if isinstance(self.fused_max_m, bool) or not isinstance(self.fused_max_m, int):
             raise InvalidArgument(f"Policy(fused_max_m=...) must be an int, got {self.fused_max_m!r}")
         if not 0 <= self.fused_max_m <= FUSED_MAX_M:

@@ -148,9 +148,12 @@ def test_a_forced_policy_reaches_a_thread_and_a_threads_own_scope_wins():
     assert seen == ["prefill_scalar"], "after its own scope, the thread falls back to the open scope"
 
 
-def test_a_negative_gemv_max_m_is_refused():
-    with pytest.raises(InvalidArgument, match=r"gemv_max_m=...\) must be >= 0, got -1"):
+def test_gemv_max_m_outside_what_the_kernel_takes_is_refused():
+    with pytest.raises(InvalidArgument, match=r"gemv_max_m=...\) must be in \[0, 8\].*got -1"):
         Policy(gemv_max_m=-1)
+    with pytest.raises(InvalidArgument, match=r"the decode GEMV kernel takes at most 8 rows of A\), got 9"):
+        Policy(gemv_max_m=9)
+    assert Policy(gemv_max_m=8).gemv_max_m == 8
     assert Policy(gemv_max_m=0).gemv_max_m == 0
 
 

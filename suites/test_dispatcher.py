@@ -94,8 +94,10 @@ def test_gemv_max_m_policy_moves_the_threshold(events):
     packed, scales, g = _weights()
     nvfp4_kernels.nvfp4_matmul(_acts(4, 64), packed, scales, g, policy=Policy(gemv_max_m=2))
     assert events[-1].path == "prefill_vec8"
-    nvfp4_kernels.nvfp4_matmul(_acts(12, 64), packed, scales, g, policy=Policy(gemv_max_m=16))
+    nvfp4_kernels.nvfp4_matmul(_acts(6, 64), packed, scales, g, policy=Policy(gemv_max_m=8))
     assert events[-1].path == "gemv"
+    nvfp4_kernels.nvfp4_matmul(_acts(6, 64), packed, scales, g, policy=Policy(gemv_max_m=5))
+    assert events[-1].path == "prefill_vec8"
 
 
 def test_fused_max_m_policy_moves_the_threshold(events):

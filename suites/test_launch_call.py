@@ -196,6 +196,10 @@ def unchosen(monkeypatch):
 
 
 def test_auto_takes_the_extension_and_it_reaches_the_real_library(unchosen) -> None:
+    try:
+        build.build_launch_call()
+    except build.BuildError as exc:
+        pytest.skip(f"the launch-call extension cannot be built here: {exc}")
     unchosen.setenv(cuda_backend.LAUNCH_CALL_ENV, "auto")
     launch = cuda_backend.launch_call()
     kind, where = cuda_backend.launch_call_kind()
