@@ -273,6 +273,26 @@ def test_fused_mma_last_block_counters_serve_calls_of_different_shapes_on_one_st
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (m, n, k, splits)
 
 
+def test_fused_mma_last_block_sum_holds_over_many_launches_back_to_back(backend_ready) -> None:
+    """A stress run of the ordering the last-block sum relies on (every split's partials visible
+    to the tile's last block, the counters back at 0 for the next launch): 300 single-row launches
+    queued without a sync, 64 tiles of 15 splits each, every output equal to the finalize
+    kernel's bits. A missing fence shows up as a rare wrong tile, so many launches are checked."""
+    m, n, k, splits = 1, 4096, 4096, 15
+    a, _, b, _ = _gemv_case(m, n, k, "bfloat16", bias=True, seed=77, path="fused_mma", splits=1)
+    packed, scales = _weights(n, k, 16, seed=77, special=False)
+    pd, sd = _dev(packed), _dev(scales)
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    want = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+    cuda_backend.fused_mma(a, pd, sd, g, b, want, splits=splits, reduction="finalize")
+    outs = torch.full((300, m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    for i in range(outs.shape[0]):
+        cuda_backend.fused_mma(a, pd, sd, g, b, outs[i], splits=splits, reduction="last_block")
+    torch.cuda.synchronize()
+    wrong = (outs.view(torch.int16) != want.view(torch.int16)).any(dim=-1).any(dim=-1).nonzero().flatten()
+    assert wrong.numel() == 0, f"launches {wrong.tolist()[:10]} differ from the finalize kernel's bits"
+
+
 def test_fused_mma_refuses_an_unknown_reduction(backend_ready) -> None:
     n, k, m = 64, 256, 4
     a = torch.zeros(m, k, dtype=torch.bfloat16, device="cuda")
