@@ -473,6 +473,38 @@ def test_the_timeline_splits_at_the_markers_and_kernels_sort_into_kinds():
         timing.split_calls(_timeline(calls, False), "MARK", 3)
 
 
+def test_the_eager_loop_table_shows_both_contenders_and_their_ratio():
+    from nvfp4_harness.nvfp4.onnxruntime import benchmarks_md
+
+    doc = {"provenance": {"onnxruntime": "1.31.1"}, "rows": [],
+           "eager_loop": {"method": "200 calls back to back", "rows": [
+               {"M": 1, "N": 17408, "K": 5120, "ours_us": 31.5, "onnxruntime_us": 55.2},
+               {"M": 1, "N": 4096, "K": 4096, "onnxruntime_us": 20.0}]}}
+    text = benchmarks_md.render(doc)
+    assert "Eager loop: 200 calls back to back" in text
+    assert "| 17408 x 5120 | 1 | 31.50 | 55.20 | 1.75x |" in text  # 55.2 / 31.5, computed here
+    assert "| 4096 x 4096 | 1 | - | 20.00 | - |" in text  # ours not measured: no ratio
+    assert "Eager loop" not in benchmarks_md.render({**doc, "eager_loop": None})
+
+
+def test_an_eager_loop_is_timed_per_call_with_one_sync_per_loop():
+    from nvfp4_harness.nvfp4.onnxruntime import sections
+
+    class FakeCuda:
+        syncs = 0
+
+        def synchronize(self):
+            FakeCuda.syncs += 1
+
+    class FakeTorch:
+        cuda = FakeCuda()
+
+    calls = []
+    per_call = sections.loop_us(FakeTorch(), lambda: calls.append(1), calls=50, repeats=4)
+    assert len(per_call) == 4 and all(t > 0 for t in per_call)
+    assert len(calls) == 1 + 50 * 4 and FakeCuda.syncs == 1 + 4  # a warm-up call, then one sync per loop
+
+
 def test_the_benchmarks_section_renders_from_a_timing_file(tmp_path):
     from nvfp4_harness.nvfp4.onnxruntime import benchmarks_md
 

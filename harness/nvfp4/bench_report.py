@@ -398,7 +398,8 @@ def _host_lines(results: dict[str, Any], name: str = "", kernels_from: str = "")
               f"time per call in that loop); median of {rows[0]['loops']} loops. Graph replay = the same call "
               f"captured once in a CUDA graph and replayed back to back; kernel = one replay with the L2 flushed. "
               f"Targets: host <= {host_time.HOST_TARGET_US:g} us, <= {host_time.RECORDING_TARGET_US:g} us with a "
-              f"recorder listening. ONNX Runtime's figure is its op in the same loop on an H200 (earlier run).")
+              f"recorder listening. ONNX Runtime's figure is its op in the same loop on an H200 (the issue's, an "
+              f"earlier run); the ONNX Runtime section below times both in one loop of one process.")
     return origin + [method, ""] + _table(["call", "path", "host", "wall", "host, recording", "wall, recording",
                                            "graph replay", "kernel", "ONNX Runtime", "result"], body)
 

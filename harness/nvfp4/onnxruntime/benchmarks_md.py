@@ -107,6 +107,7 @@ def render(timing: dict[str, Any], source_name: str = "fixtures/gpu/onnxruntime-
                      f"{path_of(ort)}: {_pair(ort)}", _breakdown(ort)])
     lines += _table(["section", "N x K", "M", "block", "copy of the op's bytes", "copy of the dequant's bytes",
                      "this project", "its kernels", "ONNX Runtime", "its kernels"], body)
+    lines += _eager_loop_lines(timing.get("eager_loop"))
     sweep = [r for r in rows if r["section"] == "sweep"
              or (r["section"] == "ffn" and (r["N"], r["K"]) == (17408, 5120))]
     if sweep:
@@ -125,6 +126,20 @@ def render(timing: dict[str, Any], source_name: str = "fixtures/gpu/onnxruntime-
         lines += ["", "Rows without this project's kernels: " + "; ".join(
             f"{r['N']} x {r['K']} M = {r['M']}: {r['ours'].get('skipped') or r['ours'].get('error')}" for r in skipped)]
     return "\n".join(lines) + "\n"
+
+
+def _eager_loop_lines(loop: dict[str, Any] | None) -> list[str]:
+    """The eager-loop table: what one decode step costs when the op is called from Python in a
+    loop (host time and kernels together), ours and ONNX Runtime's in the same process."""
+    if not loop or not loop.get("rows"):
+        return []
+    body = []
+    for r in loop["rows"]:
+        ours, ort = r.get("ours_us"), r.get("onnxruntime_us")
+        ratio = f"{ort / ours:.2f}x" if ours and ort else "-"
+        body.append([f"{r['N']} x {r['K']}", str(r["M"]), _us(ours), _us(ort), ratio])
+    return ["", f"Eager loop: {loop['method']} (microseconds per call; ONNX Runtime over this project):", ""] + _table(
+        ["N x K", "M", "this project", "ONNX Runtime", "ratio"], body)
 
 
 def main(source: str, output: str | None = None) -> int:

@@ -315,6 +315,13 @@ class TimingRow:
 SWEEP_M = (1, 2, 4, 8, 16, 32, 33, 48, 64, 128, 256, 4096)
 
 
+#: the eager-loop comparison: (M, N, K) of the decode calls timed the way a decode loop makes them
+EAGER_LOOP_SHAPES = ((1, 17408, 5120), (1, 5120, 17408), (1, 4096, 4096))
+#: calls per timed loop and loops per contender (the median loop is kept)
+EAGER_LOOP_CALLS = 200
+EAGER_LOOP_REPEATS = 15
+
+
 def timing_rows() -> tuple[TimingRow, ...]:
     """The seed's shapes (decode and M = 1024 prefill), the 27B FFN shapes (M = 1 and 8), a scalar
     dequant (block 15), the M sweep at 17408 x 5120, and the lm_head decode last (the budget cuts

@@ -7,6 +7,10 @@ data for the JSON files. One case that fails is recorded with its error and the 
 
 from __future__ import annotations
 
+import functools
+import statistics
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -261,9 +265,54 @@ def our_backend(run: Run) -> tuple[bool, str]:
     return bool(ok), str(why or "available")
 
 
+def loop_us(torch: Any, fn: Callable[[], Any], calls: int, repeats: int) -> list[float]:
+    """Wall microseconds per call of ``calls`` calls back to back, then one device-wide sync (the
+    host clock around it all: what one step of an eager loop costs, whether the host or the GPU
+    is the slower), for each of ``repeats`` loops."""
+    fn()
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        per_call.append((time.perf_counter() - start) * 1e6 / calls)
+    return per_call
+
+
+def eager_loop(run: Run, weights: Weights, ours_ok: bool) -> dict[str, Any]:
+    """ONNX Runtime's op and this project's ``nvfp4_matmul`` in the same eager loop, on the same
+    device inputs, in this process: :data:`~.cases.EAGER_LOOP_CALLS` calls back to back (ONNX
+    Runtime through its I/O binding, as a serving loop calls it; ours with the tensors), then one
+    sync, median of :data:`~.cases.EAGER_LOOP_REPEATS` loops."""
+    import nvfp4_kernels
+
+    torch = run.torch
+    calls, repeats = case_lists.EAGER_LOOP_CALLS, case_lists.EAGER_LOOP_REPEATS
+    rows = []
+    for m, n, k in case_lists.EAGER_LOOP_SHAPES:
+        w = weights.get(n, k, 16, m, "bfloat16")
+        a = w["a"][:m]
+        bound = run.runtime.bind(a, w["b"], w["ws"], w["g"], 16)
+        bound()  # the session exists and has run once
+        run_bound = functools.partial(bound.session.run_with_iobinding, bound.binding)
+        runs = {"onnxruntime": loop_us(torch, run_bound, calls, repeats)}
+        if ours_ok:
+            ours = functools.partial(nvfp4_kernels.nvfp4_matmul, a, w["b"], w["ws"], w["g"], 16)
+            runs["ours"] = loop_us(torch, ours, calls, repeats)
+        rows.append({"M": m, "N": n, "K": k, **{f"{name}_us": round(statistics.median(v), 2)
+                                               for name, v in runs.items()},
+                     **{f"{name}_range_us": [round(min(v), 2), round(max(v), 2)] for name, v in runs.items()}})
+    return {"rows": rows, "calls": calls, "repeats": repeats,
+            "method": f"{calls} calls back to back on device inputs, then one device sync; host clock around the "
+                      f"loop per call; median of {repeats} loops, same process, same inputs"}
+
+
 def timing(run: Run, policy: OrtPolicy, reps: int) -> dict[str, Any]:
     """Every :func:`~.cases.timing_rows` row: ONNX Runtime, this project's kernels on the same
-    inputs, and same-size copies, warm and cold, by profiler kernel durations."""
+    inputs, and same-size copies, warm and cold, by profiler kernel durations; first, the
+    eager-loop comparison of the decode calls (:func:`eager_loop`)."""
     import nvfp4_kernels
     from nvfp4_harness.nvfp4.bench_metrics import dequant_bytes, gemv_bytes, prefill_bytes
     from nvfp4_kernels.model import MODEL as OURS
@@ -278,6 +327,7 @@ def timing(run: Run, policy: OrtPolicy, reps: int) -> dict[str, Any]:
     for r in rows_plan:
         m_max[(r.n, r.k, r.block_size)] = max(m_max.get((r.n, r.k, r.block_size), 0), r.m)
     copies: dict[int, tuple[Any, Any]] = {}
+    loop = run.guarded("timing", "eager loop", lambda: eager_loop(run, weights, ours_ok))
 
     def copy_contender(label: str, nbytes: int) -> Contender:
         half = nbytes // 2
@@ -335,8 +385,8 @@ def timing(run: Run, policy: OrtPolicy, reps: int) -> dict[str, Any]:
         if rec is not None:
             rows.append(rec)
             run.save_partial("timing", {"rows": rows, "calibration": calibration,
-                                        "ours_backend": ours_why, "reps": reps})
-    return {"rows": rows, "calibration": calibration, "ours_backend": ours_why, "reps": reps,
+                                        "ours_backend": ours_why, "reps": reps, "eager_loop": loop})
+    return {"rows": rows, "calibration": calibration, "ours_backend": ours_why, "reps": reps, "eager_loop": loop,
             "method": "torch.profiler (CUPTI) kernel durations; warm: repetitions back to back; cold: a "
                       f"{timer.flush_bytes >> 20} MB write before each; median of {reps}"}
 
