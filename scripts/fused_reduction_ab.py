@@ -5,9 +5,12 @@ bits (checked here too). Per shape, M and the host's split count: one call with 
 before it (CUDA events, median of 21), and the per-call time of 20 calls captured in a CUDA graph
 and replayed (warm L2, no launch gaps: the kernels' own time).
 
-    python scripts/fused_reduction_ab.py [--out FILE]
+    python scripts/fused_reduction_ab.py [--library libnvfp4_<hash>.so] [--out FILE]
 
-The dispatcher's choice (nvfp4_kernels.cuda_backend.fused_reduction) comes from this table.
+It calls the library's entry itself with explicit buffers, so the graph captures the last-block
+sum too (the dispatcher sums with the finalize kernel inside a capture), and ``--library`` times
+another build of the kernels (one variant per process). The dispatcher's choice
+(nvfp4_kernels.cuda_backend.fused_reduction) comes from this table (benchmarks/NOTES.md).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import statistics
 import sys
 
 import torch
+from nvfp4_harness.nvfp4 import host_time
 from nvfp4_kernels import cuda_backend
 
 sys.path.insert(0, "scripts")
@@ -30,16 +34,12 @@ REDUCTIONS = ("finalize", "last_block")
 
 def graph_time_us(run, calls: int = 20, reps: int = 15) -> float:
     """Per-call time of ``calls`` calls captured in one CUDA graph and replayed ``reps`` times."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            run()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+
+    def calls_in_a_row() -> None:
         for _ in range(calls):
             run()
+
+    graph, _ = host_time.capture(torch, calls_in_a_row)  # warm-up on a side stream, then capture
     graph.replay()
     torch.cuda.synchronize()
     times = []
