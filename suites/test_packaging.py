@@ -59,3 +59,26 @@ def test_every_package_folder_is_installed():
             relative = init.parent.relative_to(root / folder)
             package = ".".join((name, *relative.parts))
             assert package in listed, f"{package} ({init.parent.relative_to(root)}) is not in pyproject's packages"
+
+
+def test_every_source_the_builds_read_is_package_data():
+    """A non-editable install compiles the kernels and the launch-call extension from the
+    installed package (nvfp4_kernels.build): every file they read must match pyproject's
+    package-data patterns, or the first CUDA call of such an install fails."""
+    import fnmatch
+    from pathlib import Path
+
+    import pytest
+    from nvfp4_kernels import build
+
+    tomllib = pytest.importorskip("tomllib")
+
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    kernels = root / "kernels"
+    needed = [*build.source_files(), build.LAUNCH_CALL_SOURCE]
+    for path in needed:
+        relative = path.relative_to(kernels).as_posix()
+        assert any(fnmatch.fnmatch(relative, p) for p in patterns["nvfp4_kernels"]), \
+            f"kernels/{relative} is read by nvfp4_kernels.build but not in pyproject's package-data"
+    assert build.LAUNCH_CALL_SOURCE.is_file()
