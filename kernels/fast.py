@@ -53,7 +53,7 @@ class Plan:
                  "splits", "workspace_floats", "counter_count", "device_index", "out_shape", "reshape", "b_ref",
                  "b_ptr", "scales_ref", "scales_ptr", "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template",
                  "per_thread", "launch", "stream_of", "a_dtype", "event", "weights_aligned", "versions", "shapes",
-                 "workspace_stream", "split_buffers", "workspace_ptr", "counters_ptr", "__weakref__")
+                 "split_buffers", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
@@ -91,8 +91,10 @@ class Plan:
         # what an in-place change of the weights would alter: their version counters, or (for
         # inference tensors, which keep none) their shapes
         self.versions, self.shapes = weight_versions(b, scales, bias), weight_shapes(b, scales, bias)
-        # the split-K buffers of the last stream the plan ran on (see split_buffers_for)
-        self.workspace_stream, self.split_buffers, self.workspace_ptr, self.counters_ptr = None, None, 0, 0
+        #: (stream, workspace address, counters address, the buffers) of the last stream the plan
+        #: ran on (see split_buffers_for); one tuple, replaced whole, so a thread never reads one
+        #: stream's workspace with another's stream
+        self.split_buffers: tuple[Any, int, int, Any] = (None, 0, 0, None)
         # the launch arguments that are the same for every call of the plan
         words = [0] * cuda_backend.ARG_WORDS
         words[cuda_backend.ARG_PACKED], words[cuda_backend.ARG_SCALES] = self.b_ptr, self.scales_ptr
@@ -117,13 +119,12 @@ class Plan:
         order, and every launch leaves its counters at 0). Inside a capture the workspace comes
         from the graph's pool and there are no counters (cuda_backend.splitk_buffers)."""
         if _capturing():
-            self.workspace_stream = None
             return cuda_backend.splitk_buffers(index, stream, self.workspace_floats, self.counter_count)
         workspace = cuda_backend.gemv_workspace(index, stream, self.workspace_floats)
         counters = cuda_backend.splitk_counters(index, stream, self.counter_count) if self.counter_count else None
-        self.workspace_stream, self.split_buffers = stream, (workspace, counters)
-        self.workspace_ptr, self.counters_ptr = workspace.data_ptr(), 0 if counters is None else counters.data_ptr()
-        return self.workspace_ptr, self.counters_ptr
+        found = (stream, workspace.data_ptr(), 0 if counters is None else counters.data_ptr(), (workspace, counters))
+        self.split_buffers = found
+        return found[1], found[2]
 
     def args(self) -> tuple[Any, int]:
         """This thread's argument words (prefilled from the template) and their address."""
@@ -184,8 +185,9 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
         out = a.new_empty(plan.m, plan.n)  # the varargs form costs ~0.7 us less than a shape tuple
         workspace = counters = 0
         if plan.workspace_floats:
-            if stream == plan.workspace_stream and not _capturing():
-                workspace, counters = plan.workspace_ptr, plan.counters_ptr
+            cached = plan.split_buffers  # one read: the stream and its buffers together
+            if cached[0] == stream and not _capturing():
+                workspace, counters = cached[1], cached[2]
             else:
                 workspace, counters = plan.split_buffers_for(index, stream)
         err = plan.launch(plan.kernel, words, address, a_ptr, out.data_ptr(), workspace, counters, stream, g_ptr)

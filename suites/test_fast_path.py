@@ -282,3 +282,32 @@ def test_a_single_row_split_k_call_is_one_launch(monkeypatch, m, launches):
     assert len(names) == launches and "nvfp4_fused_mma_kernel" in names[0], names
     assert launches == 1 or "splitk_finalize" in names[1], names
     assert compare_bitwise(want, got[0])
+
+
+def test_threads_on_their_own_streams_share_a_plan_and_keep_their_workspaces(monkeypatch):
+    """Four threads, each on its own stream, call one plan of a split fused call (last-block sum
+    at M = 1, finalize at M = 4) over and over: the plan keeps one stream's split-K buffers at a
+    time and a thread must never launch with another stream's, or two kernels would share
+    partials (and counters). Every output equals a single-threaded call's bits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(fast, "ENABLED", True)
+    for m in (1, 4):
+        a, b, s, g, bias = operands(m, 1024, 4096, 16, torch.bfloat16, True, seed=21 + m)
+        want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+        torch.cuda.synchronize()
+
+        def worker(_, a=a, b=b, s=s, g=g, bias=bias):
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.default_stream())
+            outs = []
+            with torch.cuda.stream(stream):
+                for _ in range(100):
+                    outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias))
+            stream.synchronize()
+            return outs
+
+        with ThreadPoolExecutor(4) as pool:
+            results = [out for outs in pool.map(worker, range(4)) for out in outs]
+        assert len(results) == 400
+        assert all(compare_bitwise(out, want) for out in results), m
