@@ -30,7 +30,9 @@ CUDA_SOURCE_DIR = Path(__file__).resolve().parent / "cuda"
 LAUNCH_CALL_SOURCE = Path(__file__).resolve().parent / "host" / "launch_call.c"
 #: the extension's module name (its PyInit_ function is named after it)
 LAUNCH_CALL_MODULE = "_nvfp4_launch_call"
-LAUNCH_CALL_FLAGS: tuple[str, ...] = ("-O2", "-shared", "-fPIC", "-Wall", "-Werror")
+#: no -Werror here: a newer compiler's new warning must not send a user's calls to ctypes (CPU CI
+#: compiles the source with -Werror, suites/test_launch_call.py)
+LAUNCH_CALL_FLAGS: tuple[str, ...] = ("-O2", "-shared", "-fPIC", "-Wall")
 DEFAULT_ARCHS: tuple[str, ...] = ("sm_90",)
 #: Never --use_fast_math / -ftz=true: the exact decode depends on fp32 subnormals (docs/contract.md).
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC",

@@ -160,6 +160,15 @@ def test_build_is_cached_and_tracks_the_source(extension_path, tmp_path) -> None
     assert not list(other.parent.glob("*.tmp")), "temporary build files left behind"
 
 
+def test_the_source_compiles_without_a_warning(extension_path, tmp_path) -> None:
+    import subprocess
+
+    cmd = [*build.find_c_compiler(), *build.LAUNCH_CALL_FLAGS, "-Wextra", "-Werror", f"-I{build.python_include_dir()}",
+           str(build.LAUNCH_CALL_SOURCE), "-o", str(tmp_path / "strict.so")]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
 def test_build_failure_names_the_command_and_the_compiler_output(tmp_path) -> None:
     broken = tmp_path / "launch_call.c"
     broken.write_text("#include <Python.h>\nthis is not C;\n")
