@@ -236,7 +236,7 @@ def python_include_dir() -> Path:
     if not (include / "Python.h").is_file():
         raise BuildError(f"Python's C headers are not installed ({include / 'Python.h'} is missing), so the "
                          "launch-call extension cannot be built and the fast path launches through ctypes "
-                         "(2-4 us more per call): install them, e.g. `apt-get install python3-dev` or "
+                         "(0.5-1.7 us more per call): install them, e.g. `apt-get install python3-dev` or "
                          "python3.X-dev for this Python")
     return include
 

@@ -450,8 +450,8 @@ def launch_call() -> LaunchCall:
     ``address`` (``words``, the ctypes array there) and runs ``nvfp4_launch_packed(kernel,
     address)``, returning its ``cudaError_t``.
 
-    It is the C extension ``kernels/host/launch_call.c`` (2.7-3.6 us less host time per call
-    than ctypes on the H200 machines) when it builds, else the same thing through ctypes; which
+    It is the C extension ``kernels/host/launch_call.c`` (0.5-1.7 us less host time per call
+    than ctypes on the H200 machines, benchmarks/NOTES.md) when it builds, else the same thing through ctypes; which
     one, and why, is :func:`launch_call_kind`. ``$NVFP4_LAUNCH_CALL`` chooses
     (:data:`LAUNCH_CALL_MODES`)."""
     global _launch_call

@@ -1,10 +1,10 @@
 /* _nvfp4_launch_call: the eager fast path's one call into the kernel library, as a CPython
  * extension function instead of a ctypes call.
  *
- * Why: on the H200 machines a ctypes call of nvfp4_launch_packed, plus the four ctypes array
- * writes of the per-call launch arguments before it, cost 2.7-3.6 us more than this function
- * doing the same writes and the same call (benchmarks/NOTES.md, "host time"); a decode call's
- * whole host budget is 10 us. The function takes plain integers (METH_FASTCALL: no tuple, no
+ * Why: on the H200 machines a ctypes call of nvfp4_launch_packed, with the ctypes array writes
+ * of the per-call launch arguments before it, took 0.5-1.7 us more than this function doing the
+ * same writes and the same call (benchmarks/NOTES.md, "host time"); a decode call's whole host
+ * budget is 10 us. The function takes plain integers (METH_FASTCALL: no tuple, no
  * argument conversion objects), writes them into the caller's argument words and calls the
  * library's entry through a function pointer handed over once by bind().
  *
