@@ -505,6 +505,22 @@ def test_an_eager_loop_is_timed_per_call_with_one_sync_per_loop():
     assert len(calls) == 1 + 50 * 4 and FakeCuda.syncs == 1 + 4  # a warm-up call, then one sync per loop
 
 
+def test_the_eager_loop_check_names_a_missing_shape_and_a_median_outside_its_range():
+    from nvfp4_harness.nvfp4.onnxruntime import checks
+    from nvfp4_harness.nvfp4.onnxruntime.cases import EAGER_LOOP_SHAPES
+
+    rows = [{"M": m, "N": n, "K": k, "onnxruntime_us": 40.0, "onnxruntime_range_us": [39.0, 41.0],
+             "ours_us": 30.0, "ours_range_us": [29.5, 30.5]} for m, n, k in EAGER_LOOP_SHAPES]
+    assert checks.eager_loop_problems({"rows": rows}) == []
+    assert checks.eager_loop_problems(None) == []  # a file from before the eager loop
+    bad = [dict(r) for r in rows[1:]]
+    bad[0]["ours_us"] = 31.0  # outside [29.5, 30.5]
+    del bad[1]["onnxruntime_us"]
+    problems = checks.eager_loop_problems({"rows": bad})
+    assert len(problems) == 3, problems
+    assert "expected" in problems[0] and "ours's median 31.0" in problems[1] and "no ONNX Runtime time" in problems[2]
+
+
 def test_the_benchmarks_section_renders_from_a_timing_file(tmp_path):
     from nvfp4_harness.nvfp4.onnxruntime import benchmarks_md
 

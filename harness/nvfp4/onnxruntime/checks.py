@@ -470,4 +470,30 @@ def timing_problems(folder: Path) -> list[str]:
         if taken not in GEMV_PATHS and r["bytes"].get("dequant") != dequant_bytes(r["N"], r["K"], r["block_size"],
                                                                                  r["dtype"]):
             problems.append(f"{where}: dequant bytes do not match the shape")
+    return problems + eager_loop_problems(doc.get("eager_loop"))
+
+
+def eager_loop_problems(loop: dict[str, Any] | None) -> list[str]:
+    """The eager-loop comparison (absent in files written before it existed): every decode
+    shape of :data:`~.cases.EAGER_LOOP_SHAPES` once, each contender's median inside its loops'
+    range and positive, this project's times there or the reason in the timing file."""
+    from nvfp4_harness.nvfp4.onnxruntime.cases import EAGER_LOOP_SHAPES
+
+    if loop is None:
+        return []
+    rows = loop.get("rows") or []
+    problems = []
+    shapes = [(r.get("M"), r.get("N"), r.get("K")) for r in rows]
+    if sorted(shapes) != sorted(EAGER_LOOP_SHAPES):
+        problems.append(f"eager loop: shapes {shapes}, expected {list(EAGER_LOOP_SHAPES)}")
+    for r in rows:
+        for who in ("onnxruntime", "ours"):
+            if f"{who}_us" not in r:
+                if who == "onnxruntime":
+                    problems.append(f"eager loop M={r.get('M')} {r.get('N')}x{r.get('K')}: no ONNX Runtime time")
+                continue
+            lo, hi = r.get(f"{who}_range_us", [None, None])
+            if not (isinstance(lo, (int, float)) and 0 < lo <= r[f"{who}_us"] <= hi):
+                problems.append(f"eager loop M={r.get('M')} {r.get('N')}x{r.get('K')}: {who}'s median "
+                                f"{r[f'{who}_us']} is not a positive time inside its range {[lo, hi]}")
     return problems
