@@ -57,6 +57,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
     parser.add_argument("--library", default=None, help="a built kernel library to time (default: the package's)")
+    parser.add_argument("--ms", default=",".join(map(str, MS)), help="comma-separated M values (default %(default)s)")
+    parser.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES),
+                        help="comma-separated NxK shapes (default %(default)s)")
     args = parser.parse_args()
     lib = cuda_backend.load_library(args.library)
     stream = torch.cuda.current_stream().cuda_stream
@@ -64,10 +67,12 @@ def main() -> int:
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
     g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
     rows = []
-    for n, k in SHAPES:
+    ms = [int(m) for m in args.ms.split(",")]
+    shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
+    for n, k in shapes:
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
-        for m in MS:
+        for m in ms:
             a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
             splits = cuda_backend.fused_splits(n, k, m)
             if splits < 2:
