@@ -68,6 +68,9 @@ class LaunchArgs(ctypes.Structure):
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
 PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3}
+#: nvfp4_launch_packed's empty kernel (the fused kernel's parameter list, no work): the benchmark's
+#: host-time floor, what one launch through the same call costs on the machine at hand
+EMPTY_KERNEL = 4
 #: LaunchArgs seen as 13 uint64 words (the fast path writes the per-call ones by index, which
 #: costs a tenth of a Structure field write): pointers at 0..7, n, k, then two words that each
 #: hold two int32 fields, low half first (little-endian, as on every CUDA host), then the

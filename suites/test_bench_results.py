@@ -75,6 +75,18 @@ def test_schema(results: tuple[Path, dict[str, Any]]) -> None:
         from nvfp4_harness.nvfp4 import host_time
 
         assert row["verdict"] == host_time.verdict(row), f"{path.name} host[{i}]: the verdict does not follow"
+        if "floor_us" in row:  # runs from 2026-12-01 on: the floor of the same run
+            assert isinstance(row["launches"], int) and row["launches"] >= 1, f"{path.name} host[{i}] launches"
+            assert row["launches"] >= (2 if row["path"] == "prefill_vec8" else 1), (
+                f"{path.name} host[{i}]: prefill launches its dequantization and a GEMM")
+            if row["path"] == "fused_mma":  # one launch, or two when the finalize kernel sums the K splits
+                from nvfp4_kernels import cuda_backend, tiling
+
+                splits = tiling.fused_split_count(row["N"], row["K"], row["M"])
+                want = 2 if cuda_backend.fused_reduction(splits, row["M"]) == "finalize" else 1
+                assert row["launches"] == want, f"{path.name} host[{i}]: {row['launches']} launches, the design {want}"
+            assert 0 < row["floor_us"] <= row["eager_host_range_us"][1], (
+                f"{path.name} host[{i}]: a floor above every timed loop of the call it bounds")
     for i, row in enumerate(data["rows"]):
         for key, kind in ROW_KEYS.items():
             assert key in row, f"{path.name} rows[{i}] lacks {key!r}"

@@ -531,6 +531,77 @@ def test_host_rows_render_in_benchmarks_md() -> None:
     assert bench_report._host_lines({}) == ["Not measured in this run (section `host`)."]
 
 
+def test_host_rows_with_a_floor_render_launches_floor_and_the_dispatcher_cost() -> None:
+    row = {"case": "M=64, 17408 x 5120", "path": "fused_mma", "M": 64, "N": 17408, "K": 5120, "calls": 200,
+           "loops": 5, "eager_host_us": 15.5, "eager_wall_us": 73.0, "recording_host_us": 16.0,
+           "recording_wall_us": 73.1, "graph_replay_us": 71.0, "kernel_us": 74.0, "launches": 2, "floor_us": 11.25,
+           "ort_eager_us": None, "verdict": "missed"}
+    lines = bench_report._host_lines({"host": [row]})
+    assert "| M=64, 17408 x 5120 | fused_mma | 15.50 | 73.00 | 16.00 | 73.10 | 71.00 | 74.00 | 2 | 11.25 | 4.25 |  " \
+           "| missed |" in lines
+    assert any("| launches | floor | over floor |" in line for line in lines)
+    # a run from before the floor existed keeps its old columns
+    old = {k: v for k, v in row.items() if k not in ("launches", "floor_us")}
+    assert not any("floor" in line for line in bench_report._host_lines({"host": [old]}) if line.startswith("|"))
+
+
+class _FakeOut:
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def data_ptr(self) -> int:
+        return 0x7000
+
+
+class _FakeLike:
+    def __init__(self) -> None:
+        self.allocated: list[tuple[int, ...]] = []
+
+    def get_device(self) -> int:
+        return 3
+
+    def new_empty(self, *shape: int) -> _FakeOut:
+        self.allocated.append(shape)
+        return _FakeOut(shape)
+
+
+def test_host_floor_allocates_the_output_and_launches_the_empty_kernel_as_often_as_the_call(monkeypatch) -> None:
+    from nvfp4_harness.nvfp4 import host_time
+    from nvfp4_kernels import cuda_backend
+
+    launched: list[tuple[Any, ...]] = []
+    result = {"err": 0}
+
+    def fake_launch(kernel: int, words: Any, address: int, *per_call: int) -> int:
+        launched.append((kernel, len(words), address, *per_call))
+        return result["err"]
+
+    monkeypatch.setattr(cuda_backend, "launch_call", lambda: fake_launch)
+    monkeypatch.setattr(cuda_backend, "raw_stream_getter", lambda: lambda index: 0x5000 + index)
+    like = _FakeLike()
+    floor = host_time.floor_call(None, like, 64, 17408, 2)
+    out = floor()
+    assert like.allocated == [(64, 17408)] and out.shape == (64, 17408)
+    assert [entry[0] for entry in launched] == [cuda_backend.EMPTY_KERNEL] * 2
+    assert {entry[1] for entry in launched} == {cuda_backend.ARG_WORDS}
+    # a, out, workspace, counters, stream (device 3's), g
+    assert {entry[3:] for entry in launched} == {(0, 0x7000, 0, 0, 0x5003, 0)}
+    result["err"] = 700
+    with pytest.raises(RuntimeError, match="CUDA error 700"):
+        floor()
+    with pytest.raises(ValueError, match="at least one launch"):
+        host_time.floor_call(None, like, 1, 8, 0)
+
+
+def test_host_floor_counts_kernels_not_memory_operations(monkeypatch) -> None:
+    from nvfp4_harness.engine import observe
+    from nvfp4_harness.nvfp4 import host_time
+
+    names = ["Memset (Device)", "nvfp4_dequant_vec8_kernel", "Memcpy HtoD (Pageable -> Device)", "sm90_xmma_gemm"]
+    monkeypatch.setattr(observe, "launched_kernels", lambda fn: (fn(), names))
+    assert host_time.kernel_launches(lambda: None) == 2
+
+
 def test_serial_fraction_follows_amdahl() -> None:
     from nvfp4_harness.nvfp4.multi_gpu import serial_fraction
 

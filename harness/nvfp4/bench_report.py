@@ -389,9 +389,12 @@ def _host_lines(results: dict[str, Any], name: str = "", kernels_from: str = "")
         origin = [f"From `benchmarks/results/{name}` (`{prov['command']}`, {prov['date']}, commit "
                   f"{prov['git_commit']}; its kernel column is measured in that run), a later run than the kernel "
                   f"tables above.", ""]
+    floors = any("floor_us" in r for r in rows)  # runs before the floor existed have none
     body = [[r["case"], r["path"], _us(r["eager_host_us"]), _us(r["eager_wall_us"]), _us(r["recording_host_us"]),
-             _us(r["recording_wall_us"]), _us(r["graph_replay_us"]), _us(r["kernel_us"]),
-             _us(r["ort_eager_us"]) if r.get("ort_eager_us") else "", r["verdict"]] for r in rows]
+             _us(r["recording_wall_us"]), _us(r["graph_replay_us"]), _us(r["kernel_us"])]
+            + ([str(r.get("launches", "")), _us(r["floor_us"]) if "floor_us" in r else "",
+                _us(round(r["eager_host_us"] - r["floor_us"], 2)) if "floor_us" in r else ""] if floors else [])
+            + [_us(r["ort_eager_us"]) if r.get("ort_eager_us") else "", r["verdict"]] for r in rows]
     calls = rows[0]["calls"]
     method = (f"{calls} calls of `nvfp4_matmul` back to back with CUDA tensors already on the device, one sync at "
               f"the end; host = the CPU's time per call, wall = CUDA events around the loop per call (the GPU's "
@@ -400,8 +403,15 @@ def _host_lines(results: dict[str, Any], name: str = "", kernels_from: str = "")
               f"Targets: host <= {host_time.HOST_TARGET_US:g} us, <= {host_time.RECORDING_TARGET_US:g} us with a "
               f"recorder listening. ONNX Runtime's figure is its op in the same loop on an H200 (the issue's, an "
               f"earlier run); the ONNX Runtime section below times both in one loop of one process.")
-    return origin + [method, ""] + _table(["call", "path", "host", "wall", "host, recording", "wall, recording",
-                                           "graph replay", "kernel", "ONNX Runtime", "result"], body)
+    if floors:
+        method += (" Floor = the same loop around what no implementation of the call can skip: allocating its "
+                   "output and launching an empty kernel through the same launch call as many times as the call "
+                   "launches kernels (launches, counted by the profiler); over floor = host - floor, what the "
+                   "dispatcher itself costs. The floor moves with the machine: one launch costs 2.5 us on one H200 "
+                   "host and 5-6 us on another.")
+    header = (["call", "path", "host", "wall", "host, recording", "wall, recording", "graph replay", "kernel"]
+              + (["launches", "floor", "over floor"] if floors else []) + ["ONNX Runtime", "result"])
+    return origin + [method, ""] + _table(header, body)
 
 
 def _failure_lines(results: dict[str, Any]) -> list[str]:
@@ -495,7 +505,9 @@ def console_summary(results: dict[str, Any]) -> str:
     for r in results.get("host") or []:
         lines.append(f"host: {r['case']} ({r['path']}): {r['eager_host_us']:.1f} us/call eager, "
                      f"{r['recording_host_us']:.1f} recording, graph replay {r['graph_replay_us']:.1f}, "
-                     f"kernel {r['kernel_us']:.1f}: {r['verdict']}")
+                     f"kernel {r['kernel_us']:.1f}"
+                     + (f", floor {r['floor_us']:.1f} ({r['launches']} launch(es))" if "floor_us" in r else "")
+                     + f": {r['verdict']}")
     if results.get("failures"):
         lines.append(f"{len(results['failures'])} row(s) failed or were skipped: see 'failures' in the JSON")
     return "\n".join(lines)

@@ -10,7 +10,16 @@ because the GPU waits for Python. For each case this measures, in one run:
   which equals the kernel time only when the host keeps ahead;
 * the same two with a recorder listening (``recording_*``), as inside a pytest run;
 * ``graph_replay_us``: the call captured once in a CUDA graph and replayed back to back;
-* ``kernel_us``: a single replay with the L2 flushed first (the kernel rows' method).
+* ``kernel_us``: a single replay with the L2 flushed first (the kernel rows' method);
+* ``floor_us``: the host-time floor of the call on this machine, timed the same way: a loop
+  that allocates the call's output (``new_empty``, as the call does) and launches an empty
+  kernel through the same launch call as many times as the call launches kernels
+  (``launches``, counted by the profiler). No implementation of the call that allocates its
+  output and launches its kernels one by one can take less host time; ``eager_host_us -
+  floor_us`` is what the dispatcher itself costs.
+
+The floor is why host times differ so much between machines: one launch measured 2.5 us on one
+H200 host and 5-6 us on another (scripts/launch_floor.cu), in C, without Python.
 
 A graph replay bypasses Python entirely, so ``graph_replay_us`` is the floor an eager loop could
 reach; ``eager_host_us`` above it means the call is host-bound. The captured graph's output is
@@ -19,6 +28,7 @@ compared bit for bit with an eager call before anything is timed.
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,6 +96,42 @@ def time_loop(torch: Any, fn: Callable[[], Any], calls: int = CALLS) -> tuple[fl
     return host, 1000.0 * start.elapsed_time(end) / calls
 
 
+def kernel_launches(fn: Callable[[], Any]) -> int:
+    """How many kernels one call of ``fn`` launches (the torch profiler's CUDA kernel events;
+    memory copies and sets are not launches)."""
+    from nvfp4_harness.engine.observe import launched_kernels
+
+    _, names = launched_kernels(fn)
+    return sum(1 for name in names if not name.startswith(("Memcpy", "Memset")))
+
+
+def floor_call(torch: Any, like: Any, m: int, n: int, launches: int) -> Callable[[], Any]:
+    """One call of the host-time floor (see the module doc): allocate [m, n] like ``like`` and
+    launch the library's empty kernel ``launches`` times on the current stream, through the
+    eager fast path's own launch call."""
+    from nvfp4_kernels import cuda_backend
+
+    if launches < 1:
+        raise ValueError(f"a floor needs at least one launch, got {launches}")
+    launch = cuda_backend.launch_call()
+    stream_of = cuda_backend.raw_stream_getter()
+    words = (ctypes.c_uint64 * cuda_backend.ARG_WORDS)()
+    address = ctypes.addressof(words)
+    index = like.get_device()
+    kernel = cuda_backend.EMPTY_KERNEL
+
+    def floor() -> Any:
+        out = like.new_empty(m, n)
+        stream = stream_of(index)
+        for _ in range(launches):
+            err = launch(kernel, words, address, 0, out.data_ptr(), 0, 0, stream, 0)
+            if err:
+                raise RuntimeError(f"the empty kernel's launch failed with CUDA error {err}")
+        return out
+
+    return floor
+
+
 def capture(torch: Any, fn: Callable[[], Any]) -> tuple[Any, Any]:
     """(graph, its output tensor) of ``fn`` captured once, after warm-up on a side stream."""
     side = torch.cuda.Stream()
@@ -132,6 +178,9 @@ def measure(torch: Any, runner: Any, cases: Sequence[HostCase] = CASES, calls: i
             recorder.stop()
         replay_runs = [time_loop(torch, graph.replay, calls)[1] for _ in range(loops)]
         kernel = median(runner.time_us(graph.replay))
+        launches = kernel_launches(call)
+        floor = floor_call(torch, a, case.m, case.n, launches)
+        floor_runs = [time_loop(torch, floor, calls)[0] for _ in range(loops)]
         row = {
             "case": case.name, "path": taken, "M": case.m, "N": case.n, "K": case.k, "calls": calls,
             "loops": loops,
@@ -142,6 +191,8 @@ def measure(torch: Any, runner: Any, cases: Sequence[HostCase] = CASES, calls: i
             "recording_wall_us": round(median([w for _, w in recording_runs]), 2),
             "graph_replay_us": round(median(replay_runs), 2),
             "kernel_us": round(kernel, 2),
+            "launches": launches,
+            "floor_us": round(median(floor_runs), 2),
             "ort_eager_us": ORT_EAGER_US.get((case.m, case.n, case.k)),
         }
         row["verdict"] = verdict(row)

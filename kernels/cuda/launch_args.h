@@ -27,7 +27,8 @@ struct Nvfp4LaunchArgs {
   int* counters;        // fused: one zeroed int per tile for the in-launch split-K sum (or null)
 };
 
-// 0: the GEMV, 1: vec8 dequant, 2: scalar dequant, 3: the fused tensor-core kernel.
+// 0: the GEMV, 1: vec8 dequant, 2: scalar dequant, 3: the fused tensor-core kernel, 4: an empty kernel
+// (the benchmark's host-time floor: what one launch through this entry costs).
 int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* args);
 int nvfp4_launch_args_size(void);
 
