@@ -540,6 +540,11 @@ def test_host_rows_with_a_floor_render_launches_floor_and_the_dispatcher_cost() 
     assert "| M=64, 17408 x 5120 | fused_mma | 15.50 | 73.00 | 16.00 | 73.10 | 71.00 | 74.00 | 2 | 11.25 | 4.25 |  " \
            "| missed |" in lines
     assert any("| launches | floor | over floor |" in line for line in lines)
+    # the method text quotes this run's floor per launch (11.25 us / 2 launches), not a fixed figure
+    assert any("in this run it is 5.6 us per launch." in line for line in lines)
+    one = dict(row, launches=1, floor_us=9.0)
+    assert any("in this run it is 5.6-9.0 us per launch." in line
+               for line in bench_report._host_lines({"host": [row, one]}))
     # a run from before the floor existed keeps its old columns
     old = {k: v for k, v in row.items() if k not in ("launches", "floor_us")}
     assert not any("floor" in line for line in bench_report._host_lines({"host": [old]}) if line.startswith("|"))

@@ -407,11 +407,21 @@ def _host_lines(results: dict[str, Any], name: str = "", kernels_from: str = "")
         method += (" Floor = the same loop around what no implementation of the call can skip: allocating its "
                    "output and launching an empty kernel through the same launch call as many times as the call "
                    "launches kernels (launches, counted by the profiler); over floor = host - floor, what the "
-                   "dispatcher itself costs. The floor moves with the machine: one launch costs 2.5 us on one H200 "
-                   "host and 5-6 us on another.")
+                   "dispatcher itself costs. The floor moves with the machine (benchmarks/NOTES.md has it on "
+                   "several H200 hosts); in this run it is " + _floor_per_launch(rows) + ".")
     header = (["call", "path", "host", "wall", "host, recording", "wall, recording", "graph replay", "kernel"]
               + (["launches", "floor", "over floor"] if floors else []) + ["ONNX Runtime", "result"])
     return origin + [method, ""] + _table(header, body)
+
+
+def _floor_per_launch(rows: list[dict[str, Any]]) -> str:
+    """The run's floor divided by its launch count, as a range over the rows: how much one
+    allocation plus one launch cost on the host that ran the bench (it differs between hosts)."""
+    per = [r["floor_us"] / r["launches"] for r in rows if "floor_us" in r and r.get("launches")]
+    if not per:
+        return "not measured"
+    lo, hi = min(per), max(per)
+    return f"{lo:.1f} us per launch" if round(lo, 1) == round(hi, 1) else f"{lo:.1f}-{hi:.1f} us per launch"
 
 
 def _failure_lines(results: dict[str, Any]) -> list[str]:
