@@ -81,6 +81,43 @@ def test_the_fused_paths_decode_every_weight_to_the_contracts_bits(dtype, g, pat
     assert np.array_equal(got, want), f"first difference at {np.argwhere(got != want)[0].tolist()}"
 
 
+#: (dtype, global scale, scale bytes) whose every block takes fused_mma's table decode (every
+#: block of a warp's K step must, mma_decode.cuh), from ordinary scales to each end of the table's
+#: range, and one just below it: s = 1.5 * 2^-126 must take the multiply path (there 0.5 s is a
+#: bf16 subnormal, which the table's binade arithmetic would get wrong)
+TABLE_SWEEP = [
+    ("bfloat16", 0.0123, range(0x08, 0x7F)),
+    ("float16", 0.0123, range(0x28, 0x7F)),
+    ("bfloat16", 2.0**-125, range(0x38, 0x40)),   # s from kLo = 2^-125 up
+    ("bfloat16", 2.0**125 / 1.875, range(0x30, 0x3F)),  # s up to kHi = 2^125
+    ("float16", 2.0**-13, range(0x38, 0x48)),     # s from kLo = 2^-13 up
+    ("float16", 2.0**13 / 1.875, range(0x30, 0x3F)),  # s up to kHi = 2^13
+    ("bfloat16", 1.5 * 2.0**-126, range(0x38, 0x39)),  # below kLo: the multiply path
+]
+
+
+@pytest.mark.parametrize("dtype,g,scale_bytes", TABLE_SWEEP,
+                         ids=[f"{d}-g{g:.3g}-{min(b):#04x}" for d, g, b in TABLE_SWEEP])
+def test_fused_mma_table_decode_reads_out_to_the_contracts_bits(dtype, g, scale_bytes):
+    from nvfp4_harness.nvfp4 import table_decode
+    from nvfp4_kernels.nvfp4 import E4M3_TABLE
+
+    bounds = table_decode.header_constants().ranges[dtype]
+    s = (E4M3_TABLE[np.array(scale_bytes)] * np.float32(g)).astype(np.float32)
+    on_table = table_decode.table_ok(s, bounds.lo, bounds.hi)
+    # the sweep means what it says: all blocks on the table, or (the last case) none
+    assert on_table.all() or not on_table.any(), (dtype, g)
+    rng = np.random.default_rng(11)
+    packed = rng.integers(0, 256, (N, K // 2), dtype=np.uint8)
+    scales = rng.choice(np.array(scale_bytes, np.uint8), size=(N, K // 16)).astype(np.uint8)
+    w = oracle_dequantize(packed, scales, np.float32(g), 16, dtype)
+    assert np.isfinite(w.astype(np.float32)).all()
+    got = read_out(packed, scales, g, dtype, "fused_mma", 256)
+    want = w.view(np.uint16).copy()
+    want[want == 0x8000] = 0  # -0.0 reads out as +0.0 (see above)
+    assert np.array_equal(got, want), f"first difference at {np.argwhere(got != want)[0].tolist()}"
+
+
 @pytest.mark.parametrize("path,rows_per_call", PATHS, ids=[p for p, _ in PATHS])
 def test_a_nan_scale_makes_its_whole_column_nan_and_no_other(path, rows_per_call):
     rng = np.random.default_rng(3)

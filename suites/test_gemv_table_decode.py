@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nvfp4_harness.nvfp4.table_decode import g_grid, prmt, t_bits, table_ok
 from nvfp4_kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
-from nvfp4_kernels.reference import round_fp32_to
 
 # mirrors TableT<T> in benchmarks/experiments/gemv_table_decode.patch: (binade unit in T bits, kLo bits, kHi bits)
 TABLE_PARAMS = {
@@ -25,31 +25,6 @@ TABLE_PARAMS = {
     "float16": (0x400, 0x39000000, 0x46000000),   # [2^-13, 2^13]
 }
 M32 = np.uint64(0xFFFFFFFF)
-
-
-def prmt(a: np.ndarray, b: np.ndarray, sel: np.ndarray | int) -> np.ndarray:
-    """PTX prmt.b32 (default mode), elementwise on uint32 arrays: output byte j takes byte
-    sel[4j+2:4j] of {b, a} (a = bytes 0..3), or that byte's sign bit replicated if sel[4j+3]."""
-    a = np.asarray(a, dtype=np.uint64) & M32
-    b = np.asarray(b, dtype=np.uint64) & M32
-    sel = np.asarray(sel, dtype=np.uint64)
-    src = a | (b << np.uint64(32))
-    out = np.zeros(np.broadcast(a, b, sel).shape, dtype=np.uint64)
-    for j in range(4):
-        nib = (sel >> np.uint64(4 * j)) & np.uint64(0xF)
-        byte = (src >> ((nib & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
-        byte = np.where(nib & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)), byte)
-        out |= byte << np.uint64(8 * j)
-    return out
-
-
-def table_ok(s: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    bits = s.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits - np.uint64(lo)) & M32) <= np.uint64(hi - lo)
-
-
-def t_bits(x: np.ndarray, dtype: str) -> np.ndarray:
-    return round_fp32_to(x, dtype).view(np.uint16).astype(np.uint64)
 
 
 def build_table(p: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
@@ -75,18 +50,6 @@ def lookup_word(w: np.ndarray, table: tuple[np.ndarray, ...]) -> list[np.ndarray
     ]
 
 
-def g_grid() -> np.ndarray:
-    rng = np.random.default_rng(1234)
-    pow2 = [2.0 ** e for e in range(-149, 128)]
-    special = [0.0, -0.0, 1.0, -1.0, -0.37, np.inf, -np.inf, np.nan, 1e-45, 1e-40, 1e-38, 1e-30,
-               6.1e-5, 1e-4, 0.01, 1 / 448, 1 / 2688, 5e4, 65504.0, 1e5, 1e6, 1e30, 1e37, 1e38, 3.4e38]
-    # values just around the thresholds: s = e4m3 * g lands on either side of kLo / kHi
-    edges = [2.0 ** -13, 2.0 ** 13, 2.0 ** -125, 2.0 ** 125, 2.0 ** -14, 2.0 ** 14, 2.0 ** 126]
-    near = [e / v * f for e in edges for v in (1.0, 1.5, 448.0, 0.001953125, 3.0)
-            for f in (1 - 2 ** -20, 1.0, 1 + 2 ** -20)]
-    rand = list(np.exp(rng.uniform(np.log(1e-44), np.log(3e38), 400)))
-    rand += list(rng.uniform(-2, 2, 50))
-    return np.array(pow2 + special + near + rand, dtype=np.float32)
 
 
 def mismatches(dtype: str, lo: int, hi: int) -> tuple[int, int]:

@@ -1,8 +1,11 @@
 // Fused NVFP4 tensor-core matmul for small and medium M (1 <= M <= 256): Y = A @ W^T (+ bias)
 // with block_size 16 and K % 128 == 0. The packed weights and their scale bytes are read from
-// device memory once per M tile, decoded in registers to exactly the contract's T bits (the same
-// decode as the GEMV, mma_decode.cuh), and multiplied on tensor cores with fp32 accumulators. No
-// bf16 copy of the weights is ever written.
+// device memory once per M tile, decoded in registers to exactly the contract's T bits, and
+// multiplied on tensor cores with fp32 accumulators. No bf16 copy of the weights is ever written.
+// The decode (mma_decode.cuh) looks each scale block's values up in a table of eight T values
+// built from to_T(s) and to_T(1.5 s) (PRMT, about 2 instructions per value) when every block of
+// the warp's K step lies in the table's range, and otherwise multiplies each value as the GEMV
+// does; both give the contract's bits.
 //
 // Layout of the work. The MMA is m16n8k16 with the weight rows as its M (16 per row tile) and the
 // activation rows as its N (8 per activation tile), as in the GEMV. A block of 4 warps owns
@@ -26,9 +29,13 @@
 
 namespace {
 
+using nvfp4::build_table;
 using nvfp4::decode_word;
+using nvfp4::decode_word_table;
+using nvfp4::DecodeTable;
 using nvfp4::e4m3x2_to_f32;
 using nvfp4::Mma;
+using nvfp4::table_ok;
 using nvfp4::OutT;
 using nvfp4::word_of;
 using nvfp4::launch_splitk_finalize;
@@ -161,6 +168,97 @@ struct Loader {
   }
 };
 
+// Word q's activation fragments for every activation tile: 16-byte shared loads of the
+// swizzled tile (issued before the decode that they overlap).
+template <int MT>
+__device__ __forceinline__ void load_act(const uint8_t* a_s, int g, int t, int q, uint4 (&b)[MT]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    const int arow = 8 * i + g;
+    b[i] = lds128(a_s + arow * 256 + act_chunk(4 * t + q, arow) * 16);
+  }
+}
+
+template <typename T, int MT, int RT>
+__device__ __forceinline__ void mma_word(const uint32_t (&f)[RT][2][4], const uint4 (&b)[MT],
+                                         float (&acc)[RT][MT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      Mma<T>::run(acc[r][i], f[r][0][0], f[r][1][0], f[r][0][1], f[r][1][1], b[i].x, b[i].y);
+      Mma<T>::run(acc[r][i], f[r][0][2], f[r][1][2], f[r][0][3], f[r][1][3], b[i].z, b[i].w);
+    }
+  }
+}
+
+// The step's decode by table (mma_decode.cuh, build_table): one table per scale block, built when
+// its first word is decoded (block 0 serves words 0 and 1, block 1 words 2 and 3), so at most
+// 2 * RT tables are live.
+template <typename T, int MT, int RT>
+__device__ __forceinline__ void stage_by_table(const uint4 (&w)[RT][2], const float (&sc)[RT][4],
+                                               const uint8_t* a_s, int g, int t, float (&acc)[RT][MT][4]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    DecodeTable tb[RT][2];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      tb[r][0] = build_table<T>(sc[r][half]);      // row g
+      tb[r][1] = build_table<T>(sc[r][2 + half]);  // row g + 8
+    }
+#pragma unroll
+    for (int q = 2 * half; q < 2 * half + 2; ++q) {
+      uint4 b[MT];
+      load_act<MT>(a_s, g, t, q, b);
+      uint32_t f[RT][2][4];
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        decode_word_table(word_of(w[r][0], q), tb[r][0], f[r][0]);
+        decode_word_table(word_of(w[r][1], q), tb[r][1], f[r][1]);
+      }
+      mma_word<T, MT, RT>(f, b, acc);
+    }
+  }
+}
+
+// The step's decode by multiplication (decode_word): for blocks outside the table's range.
+template <typename T, int MT, int RT>
+__device__ __forceinline__ void stage_by_multiply(const uint4 (&w)[RT][2], const float (&sc)[RT][4],
+                                                  const uint8_t* a_s, int g, int t, float (&acc)[RT][MT][4]) {
+  float big[RT][4];
+  bool slow = false;
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      big[r][i] = sc[r][i] * nvfp4::pow2_14();
+      // s * 2^14 overflowed although s is finite: the exact two-multiply form is needed
+      slow |= (fabsf(big[r][i]) == __uint_as_float(0x7F800000u)) &&
+              (fabsf(sc[r][i]) != __uint_as_float(0x7F800000u));
+    }
+  }
+  // mma.sync.aligned needs the whole warp on one branch (see the GEMV): one overflowing lane
+  // sends the warp's step down the exact form, which is exact for every lane.
+  slow = __any_sync(0xFFFFFFFFu, slow);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint4 b[MT];
+    load_act<MT>(a_s, g, t, q, b);
+    uint32_t f[RT][2][4];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      if (!slow) {
+        decode_word<T, true>(word_of(w[r][0], q), big[r][q >> 1], f[r][0]);
+        decode_word<T, true>(word_of(w[r][1], q), big[r][2 + (q >> 1)], f[r][1]);
+      } else {
+        decode_word<T, false>(word_of(w[r][0], q), sc[r][q >> 1], f[r][0]);
+        decode_word<T, false>(word_of(w[r][1], q), sc[r][2 + (q >> 1)], f[r][1]);
+      }
+    }
+    mma_word<T, MT, RT>(f, b, acc);
+  }
+}
+
 template <typename T, int MT, int RT>
 __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, int warp, int g, int t,
                                               float (&acc)[RT][MT][4]) {
@@ -170,8 +268,7 @@ __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, in
   const uint8_t* a_s = stage + TL::kWBytes + TL::kSBytes;
   uint4 w[RT][2];
   float sc[RT][4];
-  float big[RT][4];
-  bool slow = false;
+  bool table = true;
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const int row = warp * 16 * RT + 16 * r + g;
@@ -186,44 +283,13 @@ __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, in
     sc[r][2] = s1.x * gs;  // row g+8
     sc[r][3] = s1.y * gs;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      big[r][i] = sc[r][i] * nvfp4::pow2_14();
-      // s * 2^14 overflowed although s is finite: the exact two-multiply form is needed
-      slow |= (fabsf(big[r][i]) == __uint_as_float(0x7F800000u)) &&
-              (fabsf(sc[r][i]) != __uint_as_float(0x7F800000u));
-    }
+    for (int i = 0; i < 4; ++i) table &= table_ok<T>(sc[r][i]);
   }
-  // mma.sync.aligned needs the whole warp on one branch (see the GEMV): one overflowing lane
-  // sends the warp's step down the exact form, which is exact for every lane.
-  slow = __any_sync(0xFFFFFFFFu, slow);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    // this q's activation fragments first: their shared loads overlap the decode below
-    uint4 b[MT];
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      const int arow = 8 * i + g;
-      b[i] = lds128(a_s + arow * 256 + act_chunk(4 * t + q, arow) * 16);
-    }
-    uint32_t f[RT][2][4];
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      if (!slow) {
-        decode_word<T, true>(word_of(w[r][0], q), big[r][q >> 1], f[r][0]);
-        decode_word<T, true>(word_of(w[r][1], q), big[r][2 + (q >> 1)], f[r][1]);
-      } else {
-        decode_word<T, false>(word_of(w[r][0], q), sc[r][q >> 1], f[r][0]);
-        decode_word<T, false>(word_of(w[r][1], q), sc[r][2 + (q >> 1)], f[r][1]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        Mma<T>::run(acc[r][i], f[r][0][0], f[r][1][0], f[r][0][1], f[r][1][1], b[i].x, b[i].y);
-        Mma<T>::run(acc[r][i], f[r][0][2], f[r][1][2], f[r][0][3], f[r][1][3], b[i].z, b[i].w);
-      }
-    }
+  // one branch for the whole warp (mma.sync.aligned): the table when every lane's blocks allow it
+  if (__all_sync(0xFFFFFFFFu, table)) {
+    stage_by_table<T, MT, RT>(w, sc, a_s, g, t, acc);
+  } else {
+    stage_by_multiply<T, MT, RT>(w, sc, a_s, g, t, acc);
   }
 }
 
@@ -293,10 +359,18 @@ __device__ __noinline__ void last_block_reduce(const float* __restrict__ partial
   if (threadIdx.x == 0) *counter = 0;
 }
 
+// Blocks per multiprocessor the register allocation is asked to allow. With the called
+// last-block sum, ptxas aimed the MT = 2 instantiation at 7 blocks (72 registers) and kept the
+// global scale in local memory, reloading it every K step; asking for 6 (the occupancy the
+// finalize-path instantiation gets by itself, at 80 registers) keeps it in a register. The SASS
+// contract (suites/test_sass_contracts.py: no local memory) holds every instantiation to this.
+// 0 leaves the choice to ptxas, as a __launch_bounds__ without the argument does.
+constexpr int last_block_min_blocks(int mt, bool last_block) { return last_block && mt == 2 ? 6 : 0; }
+
 // LAST_BLOCK: this instantiation sums the K splits itself (last_block_reduce). It is its own
 // instantiation so that every other launch runs exactly the code it ran before that sum existed.
 template <typename T, int MT, int RT, bool LAST_BLOCK>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, last_block_min_blocks(MT, LAST_BLOCK))
 nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                        const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,

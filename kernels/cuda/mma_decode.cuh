@@ -1,7 +1,9 @@
 // Tensor-core helpers shared by the fused kernels (gemv.cu, fused_mma.cu): the mma.sync wrapper,
 // streaming 16-byte loads, exact E4M3 pair decoding, the exact decode of eight E2M1 codes into
-// the A-fragment registers of two m16n8k16 MMAs, and the split-K epilogue both launch. Both kernels give each thread the same 32 values
-// of a 128-value K step, so their fragments (and the contract's bits) come from one place.
+// the A-fragment registers of two m16n8k16 MMAs, the same decode through a per-block table (the
+// fused kernel's fast path), and the split-K epilogue both launch. Both kernels give each thread
+// the same 32 values of a 128-value K step, so their fragments (and the contract's bits) come from
+// one place.
 #pragma once
 
 #include "nvfp4_common.cuh"
@@ -72,6 +74,101 @@ __device__ __forceinline__ void decode_word(uint32_t w, float s_or_big, uint32_t
   r[1] = OutT<T>::pack2(v[2], v[3]);  // MMA 2q, slots 2t+8, 2t+9
   r[2] = OutT<T>::pack2(v[4], v[5]);  // MMA 2q+1, slots 2t, 2t+1
   r[3] = OutT<T>::pack2(v[6], v[7]);  // MMA 2q+1, slots 2t+8, 2t+9
+}
+
+// ---- Per-block decode tables (the fused kernel's fast decode) --------------------------------
+//
+// Inside one 16-value scale block every weight is to_T(fp32(e2m1 * s)), s = fp32(e4m3 * g). The
+// E2M1 magnitudes are 0, 0.5, 1, 2, 4 (powers of two) and 1.5, 3, 6 (1.5 times one). When s lies
+// in [kLo, kHi] (TableT), the fp32 products are exact, every T rounding happens in T's normal
+// range, where rounding commutes with scaling by a power of two, and nothing overflows T; then
+// every value of the block is to_T(s) or to_T(fp32(1.5 s)) times 2^e, e in -1..2, whose T bits
+// are the base bits plus e binades. So the pair P = (to_T(s), to_T(fp32(1.5 s))), one rounding
+// instruction, gives the block's eight positive T values; they are kept as a low-byte table and a
+// high-byte table of eight bytes each, and a PRMT looks up four codes' bytes at once. The code's
+// sign bit is XORed into the high byte (the table is positive). A block outside [kLo, kHi]
+// (zero, negative, NaN, tiny or huge s) must take decode_word instead; suites/test_fused_table_decode.py
+// emulates these integer steps and checks them against the reference for every scale byte on a
+// grid of g, for both T.
+template <typename T>
+struct TableT;
+
+template <>
+struct TableT<__nv_bfloat16> {
+  static constexpr uint32_t kUnit = 0x80u;      // 1 << 7: one binade in bf16 bits
+  static constexpr uint32_t kLo = 0x01000000u;  // 2^-125: 0.5 s is an fp32 and bf16 normal
+  static constexpr uint32_t kHi = 0x7E000000u;  // 2^125: 6 s is finite in fp32 and bf16
+};
+
+template <>
+struct TableT<__half> {
+  static constexpr uint32_t kUnit = 0x400u;     // 1 << 10: one binade in fp16 bits
+  static constexpr uint32_t kLo = 0x39000000u;  // 2^-13: 0.5 s is an fp16 normal
+  static constexpr uint32_t kHi = 0x46000000u;  // 2^13: 4 to_T(1.5 s) <= 49152 < 65504
+};
+
+// PTX prmt.b32 (default mode): byte j of the result is byte sel[4j+2:4j] of {b, a} (a = bytes
+// 0..3), or that byte's sign replicated when sel[4j+3] is set. Only sel's low 16 bits are read.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// s may take the table path: kLo <= s <= kHi as positive floats. Zero, negatives and NaN fail
+// the one unsigned compare (their bits lie outside the range).
+template <typename T>
+__device__ __forceinline__ bool table_ok(float s) {
+  return __float_as_uint(s) - TableT<T>::kLo <= TableT<T>::kHi - TableT<T>::kLo;
+}
+
+struct DecodeTable {
+  uint32_t lo03, lo47, hi03, hi47;  // low / high bytes of the T bits of magnitudes 0..3 and 4..7
+};
+
+// Selectors, named so that the CPU emulation (suites/test_fused_table_decode.py) reads the same
+// constants. Table entries: 0, t1/2, t1, t15, 2 t1, 2 t15, 4 t1, 4 t15 (t1 = to_T(s), t15 =
+// to_T(1.5 s)). Nibble 0xD replicates the sign of P's high byte of t1, which is 0: a zero byte.
+constexpr uint32_t kSelLo03 = 0x640Du;  // {q0, P}: 0, lo t1/2, lo t1, lo t15
+constexpr uint32_t kSelLo47 = 0x6420u;  // {q1, P}: lo 2t1, lo 2t15, lo t1 (= lo 4t1), lo t15 (= lo 4t15)
+constexpr uint32_t kSelHi03 = 0x751Du;  // {q0, P}: 0, hi t1/2, hi t1, hi t15
+constexpr uint32_t kSelHi47 = 0x7531u;  // {q1, q2}: hi 2t1, hi 2t15, hi 4t1, hi 4t15
+constexpr uint32_t kSelPair01 = 0x5140u;  // {lo, hi} bytes of codes 0, 1 -> T pair (v0, v1)
+constexpr uint32_t kSelPair23 = 0x7362u;  // codes 2, 3 -> (v2, v3)
+
+// P = to_T(s) | to_T(fp32(1.5 s)) << 16 (s in [kLo, kHi]) -> the block's table. Adding binades
+// to one lane never carries into the other: t1 >= 2 binades (s >= kLo) and 4 t15 stays finite.
+template <typename T>
+__device__ __forceinline__ DecodeTable build_table(float s) {
+  constexpr uint32_t u = TableT<T>::kUnit;
+  const uint32_t p = OutT<T>::pack2(s, 1.5f * s);
+  const uint32_t q0 = p - u;                     // t1 / 2 (lane 1 is not used from q0's high half)
+  const uint32_t q1 = p + (u | (u << 16));       // 2 t1, 2 t15
+  const uint32_t q2 = p + 2u * (u | (u << 16));  // 4 t1, 4 t15
+  DecodeTable tb;
+  tb.lo03 = prmt(q0, p, kSelLo03);
+  tb.lo47 = prmt(q1, p, kSelLo47);
+  tb.hi03 = prmt(q0, p, kSelHi03);
+  tb.hi47 = prmt(q1, q2, kSelHi47);
+  return tb;
+}
+
+// decode_word's result through the table: the eight codes of w (value i = nibble i) -> the four
+// A-fragment registers (v0, v1), (v2, v3), (v4, v5), (v6, v7). The magnitudes index the tables
+// (a PRMT reads four selector nibbles, so one lookup serves codes 0..3, another 4..7); the sign
+// bits, spread to bit 7 of one byte per code by two PRMTs, are XORed into the high bytes.
+__device__ __forceinline__ void decode_word_table(uint32_t w, const DecodeTable& tb, uint32_t r[4]) {
+  const uint32_t mag = w & 0x77777777u;
+  const uint32_t mag47 = mag >> 16;
+  const uint32_t w4 = w << 4;  // the signs of even codes move to bit 7 of their byte
+  const uint32_t sign03 = prmt(w4, w, kSelPair01) & 0x80808080u;  // code i's sign at bit 8i + 7
+  const uint32_t sign47 = prmt(w4, w, kSelPair23) & 0x80808080u;
+  const uint32_t lo03 = prmt(tb.lo03, tb.lo47, mag), hi03 = prmt(tb.hi03, tb.hi47, mag) ^ sign03;
+  const uint32_t lo47 = prmt(tb.lo03, tb.lo47, mag47), hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ sign47;
+  r[0] = prmt(lo03, hi03, kSelPair01);
+  r[1] = prmt(lo03, hi03, kSelPair23);
+  r[2] = prmt(lo47, hi47, kSelPair01);
+  r[3] = prmt(lo47, hi47, kSelPair23);
 }
 
 namespace {  // one copy per translation unit: each kernel file registers its own

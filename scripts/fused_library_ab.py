@@ -1,0 +1,93 @@
+# ruff: noqa: B023  (each timed function runs inside the iteration that defines it)
+"""A/B of two builds of the kernel library on the fused path, in one process: the same inputs,
+the split count and split-K sum the dispatcher would choose, each build's call timed with the L2
+flushed (CUDA events, median of 21) and in CUDA-graph replay (20 calls per graph: the kernels' own
+time), interleaved row by row so that both builds see the same clocks. The outputs of the two
+builds must be the same bits (SHA-256 of each output, compared here).
+
+    python scripts/fused_library_ab.py --a kernels/_build/libnvfp4_OLD.so --b kernels/_build/libnvfp4_NEW.so \
+        [--ms 1,8,16,64] [--shapes 17408x5120,5120x17408] [--out FILE]
+
+Used to decide whether a kernel change ships (benchmarks/NOTES.md); the benchmark proper is
+``python -m nvfp4_harness bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+
+import torch
+from nvfp4_kernels import cuda_backend
+
+sys.path.insert(0, "scripts")
+from fused_dev import make, timer, to_dev  # noqa: E402
+from fused_reduction_ab import graph_time_us  # noqa: E402
+
+SHAPES = ((17408, 5120), (5120, 17408), (4096, 4096))
+MS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--a", required=True, help="the baseline library (.so)")
+    parser.add_argument("--b", required=True, help="the candidate library (.so)")
+    parser.add_argument("--ms", default=",".join(map(str, MS)))
+    parser.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES))
+    parser.add_argument("--dtypes", default="bfloat16,float16")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    libs = {"a": cuda_backend.load_library(args.a), "b": cuda_backend.load_library(args.b)}
+    stream = torch.cuda.current_stream().cuda_stream
+    counters = {name: cuda_backend.splitk_counters(0, stream, 1 << 16) for name in libs}
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    rows = []
+    for shape in args.shapes.split(","):
+        n, k = (int(v) for v in shape.split("x"))
+        packed, scales = make(n, k, 1)
+        p, s = to_dev(packed), to_dev(scales)
+        for dtype in args.dtypes.split(","):
+            tdt = getattr(torch, dtype)
+            for m in (int(v) for v in args.ms.split(",")):
+                a = torch.randn(m, k, dtype=torch.float32, device="cuda").to(tdt)
+                splits = cuda_backend.fused_splits(n, k, m)
+                reduction = cuda_backend.fused_reduction(splits, m)
+                workspace = cuda_backend.gemv_workspace(0, stream, max(splits, 1) * m * n).data_ptr()
+                row = {"n": n, "k": k, "m": m, "dtype": dtype, "splits": splits, "reduction": reduction}
+                for name, lib in libs.items():
+                    out = torch.empty(m, n, dtype=tdt, device="cuda")
+                    count = counters[name].data_ptr() if reduction == "last_block" else None
+
+                    def run(lib=lib, out=out, count=count):
+                        err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
+                                                     out.data_ptr(), workspace if splits > 1 else None, count,
+                                                     m, n, k, int(dtype == "bfloat16"), splits,
+                                                     torch.cuda.current_stream().cuda_stream)
+                        assert err == 0, err
+
+                    run()
+                    torch.cuda.synchronize()
+                    row[f"{name}_sha256"] = hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()
+                    if dtype == "bfloat16":  # time the bench's type; fp16 is for the bits
+                        row[f"{name}_flushed_us"] = round(timer(run, flush, reps=21), 2)
+                        row[f"{name}_graph_us"] = round(graph_time_us(run), 2)
+                row["same_bits"] = row["a_sha256"] == row["b_sha256"]
+                rows.append(row)
+                timing = ""
+                if "a_flushed_us" in row:
+                    timing = (f"flushed {row['a_flushed_us']:7.2f} -> {row['b_flushed_us']:7.2f} "
+                              f"({row['a_flushed_us'] / row['b_flushed_us']:.3f}x)  graph {row['a_graph_us']:7.2f} -> "
+                              f"{row['b_graph_us']:7.2f} ({row['a_graph_us'] / row['b_graph_us']:.3f}x)")
+                print(f"{n}x{k} {dtype:8s} M={m:3d} splits={splits:2d} {reduction:10s} {timing}"
+                      + ("" if row["same_bits"] else "  BITS DIFFER"), flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"a": args.a, "b": args.b, "rows": rows}, fh, indent=1)
+    return 0 if all(r["same_bits"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
