@@ -180,6 +180,21 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  slow = __any_sync(0xFFFFFFFFu, slow);\n",
         "  slow = false;\n"),
     Mutation(
+        "fused-table-sign-lost", "kernels/cuda/mma_decode.cuh",
+        "fused_mma's table decode drops the sign of codes 0..3 of every word",
+        "hi03 = prmt(tb.hi03, tb.hi47, mag) ^ sign03;",
+        "hi03 = prmt(tb.hi03, tb.hi47, mag);"),
+    Mutation(
+        "fused-table-range-widened", "kernels/cuda/mma_decode.cuh",
+        "fused_mma's bf16 table takes scales down to 2^-126, where 0.5 s is a bf16 subnormal",
+        "  static constexpr uint32_t kLo = 0x01000000u;",
+        "  static constexpr uint32_t kLo = 0x00800000u;"),
+    Mutation(
+        "fused-table-binade-slip", "kernels/cuda/mma_decode.cuh",
+        "fused_mma's table builds 4 t1 and 4 t15 one binade short (as 2 t1, 2 t15)",
+        "  const uint32_t q2 = p + 2u * (u | (u << 16));",
+        "  const uint32_t q2 = p + (u | (u << 16));"),
+    Mutation(
         "splitk-order-reversed", "kernels/cuda/mma_decode.cuh",
         "the split-K finalize kernel (GEMV and fused_mma) sums the partials last split first",
         "  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];\n",
