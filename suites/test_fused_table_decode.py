@@ -63,14 +63,7 @@ def test_table_path_covers_ordinary_scales(dtype: str, g: float) -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "lo", "hi"),
-    [
-        ("float16", 0x38800000, 0x46000000),   # kLo = 2^-14: t1 / 2 becomes an fp16 subnormal
-        ("float16", 0x39000000, 0x46800000),   # kHi = 2^14: 4 * to_T(1.5 s) overflows fp16
-        ("bfloat16", 0x00800000, 0x7E000000),  # kLo = 2^-126: 0.5 s is an fp32 subnormal
-        ("bfloat16", 0x01000000, 0x7E800000),  # kHi = 2^126: 6 s overflows
-        ("bfloat16", 0x00000000, 0x7E000000),  # zero scales on the table path
-        ("float16", 0x00000000, 0x7F800000),   # any non-negative finite (and inf) s
-    ],
+    td.WEAKENED_RANGES,
 )
 def test_a_weakened_range_is_caught(dtype: str, lo: int, hi: int) -> None:
     _, bad = td.mismatches(dtype, lo, hi)

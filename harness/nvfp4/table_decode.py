@@ -145,6 +145,18 @@ def g_grid() -> np.ndarray:
     return np.array(pow2 + special + near + rand, dtype=np.float32)
 
 
+#: (dtype, lo, hi): scale ranges one step too wide, each admitting blocks the table gets wrong; a
+#: check of the table must find mismatches with every one of them
+WEAKENED_RANGES: tuple[tuple[str, int, int], ...] = (
+    ("float16", 0x38800000, 0x46000000),   # kLo = 2^-14: t1 / 2 becomes an fp16 subnormal
+    ("float16", 0x39000000, 0x46800000),   # kHi = 2^14: 4 * to_T(1.5 s) overflows fp16
+    ("bfloat16", 0x00800000, 0x7E000000),  # kLo = 2^-126: 0.5 s is an fp32 subnormal
+    ("bfloat16", 0x01000000, 0x7E800000),  # kHi = 2^126: 6 s overflows
+    ("bfloat16", 0x00000000, 0x7E000000),  # zero scales on the table path
+    ("float16", 0x00000000, 0x7F800000),   # any non-negative finite (and inf) s
+)
+
+
 #: words that put every code at every nibble position, with different codes side by side (so a
 #: swapped pair, a sign taken from the wrong nibble or a wrong half of the table shows up)
 TEST_WORDS: tuple[int, ...] = tuple(
