@@ -203,7 +203,8 @@ def build_variants(spec: str, workdir: Path) -> dict[str, ctypes.CDLL]:
         for name, path in pool.map(one, entries):
             lib = ctypes.CDLL(str(path))
             lib.nvfp4_launch_fused.restype = ctypes.c_int
-            lib.nvfp4_launch_fused.argtypes = [ctypes.c_void_p] * 7 + [
+            # a, packed, scales, g, bias, out, workspace, counters; m, n, k, out_bf16, splits, stream
+            lib.nvfp4_launch_fused.argtypes = [ctypes.c_void_p] * 8 + [
                 ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p]
             lib.nvfp4_fused_occupancy.restype = ctypes.c_int
             lib.nvfp4_fused_tile.restype = ctypes.c_int
@@ -233,7 +234,8 @@ def variants(report: dict, spec: str, quick: bool) -> list[str]:
 
                 def launch(splits, lib=lib, out=out):
                     err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g_dev.data_ptr(), None,
-                                                 out.data_ptr(), workspace.data_ptr(), m, n, k, 1, splits, stream)
+                                                 out.data_ptr(), workspace.data_ptr(), None, m, n, k, 1, splits,
+                                                 stream)
                     if err:
                         raise RuntimeError(f"variant {name}: CUDA error {err}")
 
