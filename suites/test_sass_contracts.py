@@ -9,7 +9,8 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
 * GEMV: tensor-core HMMA instructions, no local memory;
 * fused_mma: HMMA, no local memory, every global load a 16- or 8-byte asynchronous copy into
   shared memory (LDGSTS.E.BYPASS.128 for the weights and activations, LDGSTS.E.64 for the
-  scale bytes), every shared load of an operand 128 bits wide, no CALL;
+  scale bytes), every shared load of an operand 128 bits wide, no CALL, and the table decode's
+  PRMT lookups present;
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -115,6 +116,11 @@ def check_gemv(instructions: list[str]) -> list[str]:
     return problems
 
 
+#: fewest PRMT instructions a fused instantiation may have: one K step's table lookups for one
+#: 16-row tile are 80 PRMTs plus 16 to build its four tables
+MIN_FUSED_PRMT = 64
+
+
 def check_fused(instructions: list[str]) -> list[str]:
     """Violations of the fused tensor-core kernel's contract (empty when it holds)."""
     ops = opcodes(instructions)
@@ -136,6 +142,10 @@ def check_fused(instructions: list[str]) -> list[str]:
     shared = [o for o in ops if o.startswith("LDS")]
     if not any(o.startswith("LDS.128") for o in shared):
         problems.append("no 128-bit shared load (LDS.128) of the operands")
+    # the table decode (mma_decode.cuh): 4 PRMTs per table and 10 per 8 weights, 96 per step at M <= 8
+    prmts = sum(o.startswith("PRMT") for o in ops)
+    if prmts < MIN_FUSED_PRMT:
+        problems.append(f"{prmts} PRMT instructions, fewer than {MIN_FUSED_PRMT}: the table decode is missing")
     if any(o.startswith("CALL") for o in ops):
         problems.append("CALL to a subroutine (software conversion?)")
     return problems
@@ -244,8 +254,19 @@ def test_checkers_report_a_gemv_without_tensor_cores(bad_sass) -> None:
 def test_fused_checker_reports_what_the_fused_kernel_must_not_do(bad_sass) -> None:
     text = " | ".join(check_fused(bad_sass["bad_gemv"]) + check_fused(bad_sass["bad_dequant"]))
     for expected in ("no tensor-core HMMA instruction", "no 16-byte asynchronous copy", "no 128-bit shared load",
-                     "local memory", "CALL", "direct global loads"):
+                     "local memory", "CALL", "direct global loads", "the table decode is missing"):
         assert expected in text, expected
+
+
+def test_fused_checker_flags_a_kernel_without_its_table_decode(kernel_sass) -> None:
+    """Strip the PRMTs from a real fused instantiation (a decode back to one multiply per value):
+    the checker must say that the table decode is missing, and nothing else."""
+    name, ins = next(iter(_select(kernel_sass, "nvfp4_fused_mma_kernel", "bf16").items()))
+    assert check_fused(ins) == [] or "ELb1E" in name
+    regressed = [re.sub(r"^((?:@!?U?P\w+\s+)?)PRMT ", r"\1LOP3.LUT ", i) for i in ins]
+    assert regressed != ins
+    problems = check_fused(regressed)
+    assert any("the table decode is missing" in p for p in problems), problems
 
 
 def test_vec8_checker_flags_byte_loads_of_packed_data(kernel_sass) -> None:
