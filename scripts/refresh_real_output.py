@@ -5,7 +5,9 @@
 
 The block is the dispatch suites' term report on the CPU with the derandomized Hypothesis
 profile CI uses, so it repeats run after run; a new dispatch test changes the counts, and this
-script (not a hand edit) brings the documents up to date.
+script (not a hand edit) brings the documents up to date. So can a change that adds no test:
+Hypothesis also draws literal constants it finds in the project's own Python modules, so a new
+number in the harness (a table-decode range, say) moves the guard-side counts too.
 """
 
 from __future__ import annotations
