@@ -16,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from nvfp4_harness.engine.recorder import recording
+from nvfp4_harness.nvfp4 import table_decode
 from nvfp4_harness.nvfp4.shapes import oracle_dequantize
 from nvfp4_kernels.model import Policy
+from nvfp4_kernels.nvfp4 import E4M3_TABLE
 
 pytestmark = [pytest.mark.dispatch, pytest.mark.gpu]
 
@@ -99,9 +101,6 @@ TABLE_SWEEP = [
 @pytest.mark.parametrize("dtype,g,scale_bytes", TABLE_SWEEP,
                          ids=[f"{d}-g{g:.3g}-{min(b):#04x}" for d, g, b in TABLE_SWEEP])
 def test_fused_mma_table_decode_reads_out_to_the_contracts_bits(dtype, g, scale_bytes):
-    from nvfp4_harness.nvfp4 import table_decode
-    from nvfp4_kernels.nvfp4 import E4M3_TABLE
-
     bounds = table_decode.header_constants().ranges[dtype]
     s = (E4M3_TABLE[np.array(scale_bytes)] * np.float32(g)).astype(np.float32)
     on_table = table_decode.table_ok(s, bounds.lo, bounds.hi)

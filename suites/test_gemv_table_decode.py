@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nvfp4_harness.nvfp4.table_decode import WEAKENED_RANGES, g_grid, prmt, t_bits, table_ok
+from nvfp4_harness.nvfp4.table_decode import WEAKENED_RANGES, build_table, g_grid, pair_bits, prmt, t_bits, table_ok
 from nvfp4_kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
 
 # mirrors TableT<T> in benchmarks/experiments/gemv_table_decode.patch: (binade unit in T bits, kLo bits, kHi bits)
@@ -27,12 +27,8 @@ TABLE_PARAMS = {
 M32 = np.uint64(0xFFFFFFFF)
 
 
-def build_table(p: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
-    u = np.uint64(unit)
-    q0 = (p - u) & M32
-    q1 = (p + (u | (u << np.uint64(16)))) & M32
-    q2 = (p + np.uint64(2) * (u | (u << np.uint64(16)))) & M32
-    return (prmt(q0, p, 0x640D), prmt(q1, p, 0x6420), prmt(q0, p, 0x751D), prmt(q1, q2, 0x7531))
+#: the patch's build_table selectors (the same table layout the fused kernel's header uses)
+GEMV_TABLE_SELECTORS = {"kSelLo03": 0x640D, "kSelLo47": 0x6420, "kSelHi03": 0x751D, "kSelHi47": 0x7531}
 
 
 def lookup_word(w: np.ndarray, table: tuple[np.ndarray, ...]) -> list[np.ndarray]:
@@ -59,9 +55,7 @@ def mismatches(dtype: str, lo: int, hi: int) -> tuple[int, int]:
         s = (E4M3_TABLE[None, :] * g_grid()[:, None]).reshape(-1).astype(np.float32)
         ok = table_ok(s, lo, hi)
         s = s[ok]
-        s15 = (np.float32(1.5) * s).astype(np.float32)
-        p = t_bits(s, dtype) | (t_bits(s15, dtype) << np.uint64(16))
-        table = build_table(p, unit)
+        table = build_table(pair_bits(s, dtype), unit, GEMV_TABLE_SELECTORS)
         bad = 0
         # word c * 0x11111111 puts code c in every nibble; the rotated words mix codes so the
         # (v_i, v_i+4) pairing and the per-nibble sign shifts are exercised too
