@@ -34,15 +34,15 @@ class Policy:
     runs for ``gemv_max_m < M <= fused_max_m``. Both defaults are the crossovers measured by the
     bench's M sweep (BENCHMARKS.md, section "paths"; a CPU test checks them against the committed
     run): on the H200 the fused path beat the GEMV at every M from 1 to 8 on both large shapes,
-    so the GEMV is taken only when a policy asks for it, and prefill beat the fused path from
-    M = 96 on.
+    so the GEMV is taken only when a policy asks for it, and the fused path beat prefill up to
+    M = 128 (with the split model of nvfp4_kernels.tiling) and lost at M = 192.
     ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
     ``force_path``: take this path regardless of preference order, for A/B runs; its guards
     must still hold, otherwise the call raises instead of running a kernel out of its domain.
     """
 
     gemv_max_m: int = 0
-    fused_max_m: int = 64
+    fused_max_m: int = 128
     native_fp4_enabled: bool = True
     force_path: str | None = None
 

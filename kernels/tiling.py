@@ -25,6 +25,11 @@ MAX_SPLITS = 16
 MIN_STEPS_PER_SPLIT = 3
 #: how much the partial sums' traffic weighs against the weight stream (they mostly stay in L2)
 PARTIAL_WEIGHT = 0.25
+#: how much of a partial last wave's idle slots cost, by activation rows per block: thin tiles
+#: (8 or more resident blocks per SM, memory-bound) let the last wave's blocks stream faster,
+#: the 64-row tile (2 resident blocks, MMA-bound) gains almost nothing from the idle slots
+#: (benchmarks/NOTES.md, "Split model at M > 64")
+TAIL_WEIGHT: dict[int, float] = {8: 0.3, 16: 0.3, 32: 0.3, 64: 0.8}
 
 
 def fused_tile(m: int) -> tuple[int, int]:
@@ -62,6 +67,7 @@ def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm
     steps = k // FUSED_STEP_K
     slots = sms * blocks_per_sm
     weight_bytes = n * k * 9 / 16
+    tail_weight = TAIL_WEIGHT[act_rows]
 
     def score(s: int) -> float:
         blocks = tiles * s
@@ -69,7 +75,7 @@ def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm
         waves = -(-blocks // slots)
         tail = blocks / (waves * slots) if blocks > slots else 1.0
         partial_bytes = 0 if s == 1 else 8 * s * m * n
-        return fill * (0.7 + 0.3 * tail) / (1 + PARTIAL_WEIGHT * partial_bytes / weight_bytes)
+        return fill * (1 - tail_weight + tail_weight * tail) / (1 + PARTIAL_WEIGHT * partial_bytes / weight_bytes)
 
     best, best_score = 1, score(1)
     for s in range(2, min(MAX_SPLITS, steps) + 1):

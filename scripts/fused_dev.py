@@ -125,12 +125,12 @@ def timer(fn, flush: torch.Tensor, reps: int = 15) -> float:
     return statistics.median(times)
 
 
-def sweep(report: dict, quick: bool) -> list[str]:
+def sweep(report: dict, quick: bool, ms: tuple[int, ...] | None = None) -> list[str]:
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=DEV)
     lines = []
     rows = []
     shapes = ((17408, 5120), (5120, 17408))
-    ms = (1, 8, 16, 64, 256) if quick else (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)
+    ms = ms or ((1, 8, 16, 64, 256) if quick else (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256))
     for n, k in shapes:
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
@@ -212,14 +212,14 @@ def build_variants(spec: str, workdir: Path) -> dict[str, ctypes.CDLL]:
     return libs
 
 
-def variants(report: dict, spec: str, quick: bool) -> list[str]:
+def variants(report: dict, spec: str, quick: bool, ms: tuple[int, ...] | None = None) -> list[str]:
     """Time every variant library at every M over a range of split counts; check that all of them
     return the base variant's bits for equal split counts (same accumulation order)."""
     libs = build_variants(spec, Path("/tmp/fused-variants"))
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=DEV)
     lines, rows, failures = [], [], []
     stream = torch.cuda.current_stream().cuda_stream
-    ms = (1, 8, 16, 64, 256) if quick else (1, 8, 16, 32, 64, 128, 256)
+    ms = ms or ((1, 8, 16, 64, 256) if quick else (1, 8, 16, 32, 64, 128, 256))
     for n, k in ((17408, 5120), (5120, 17408)):
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
@@ -272,7 +272,10 @@ def main() -> int:
     parser.add_argument("--skip-correctness", action="store_true")
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--variants", default="", help="name:nvcc flags;name:flags;... (fused_mma.cu builds)")
+    parser.add_argument("--ms", default="", help="comma-separated M values for the sweep and the variants "
+                                                 "(default: their own lists)")
     args = parser.parse_args()
+    ms = tuple(int(v) for v in args.ms.split(",") if v.strip()) or None
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"device": torch.cuda.get_device_name(), "policy": repr(Policy())}
     t0 = time.time()
@@ -282,10 +285,10 @@ def main() -> int:
     print(f"correctness: {len(failures)} failures in {report['correctness_s']:.1f} s", flush=True)
     for f in failures[:20]:
         print("  FAIL", f, flush=True)
-    lines = [] if args.skip_sweep else sweep(report, args.quick)
+    lines = [] if args.skip_sweep else sweep(report, args.quick, ms)
     (args.out / "fused-dev.json").write_text(json.dumps(report, indent=1))
     if args.variants:
-        lines += variants(report, args.variants, args.quick)
+        lines += variants(report, args.variants, args.quick, ms)
         (args.out / "fused-dev.json").write_text(json.dumps(report, indent=1))
         failures += report["variant_failures"]
     print("\n".join(lines[-30:]))

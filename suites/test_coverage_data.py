@@ -37,10 +37,10 @@ G, D = GEMV_ON, None  # a case's policy: the GEMV enabled, or the default
 
 #: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU; the GEMV
 #: cases (and those where one GEMV guard alone is false) enable it (the last two: fused_mma taken
-#: at M = 16, K = 128, and its M guard false at M = 65, past the default fused_max_m = 64)
+#: at M = 16, K = 128, and its M guard false at M = 129, past the default fused_max_m = 128)
 FULL_CPU = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
             (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (16, 128, 16, True, D),
-            (65, 128, 16, True, D)]
+            (129, 128, 16, True, D)]
 #: the ONNX Runtime lesson: decode-sized cases only, the GEMV enabled (it takes them all)
 DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
 #: DECODE_ONLY and two more M = 1 calls (K = 40 -> prefill_vec8, K = 36 -> prefill_scalar): a
@@ -128,7 +128,7 @@ def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
 
 
 def test_a_default_policy_decode_run_misses_the_gemv_and_both_prefill_paths():
-    """Counted by hand: under the default policy (gemv_max_m = 0, fused_max_m = 64) decode on
+    """Counted by hand: under the default policy (gemv_max_m = 0, fused_max_m = 128) decode on
     K % 128 == 0 layers takes fused_mma every time (1 path). Sides seen: gemv.m_in_range False
     only (its block and K % 32 guards True), all three fused_mma guards True, all three vec8
     guards True: 9 of the 18 reachable sides. 10/22 = 45.45%."""

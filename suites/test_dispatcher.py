@@ -54,7 +54,7 @@ FUSED_256 = Policy(fused_max_m=256)  # the fused kernel's own limit; the default
     (1, 128, 16, GEMV_ON, "gemv"),          # the fused guards hold too, but the GEMV comes first
     (9, 128, 16, GEMV_ON, "fused_mma"),     # past the GEMV, K % 128 == 0, block 16
     (64, 128, 16, None, "fused_mma"),       # the last M the fused path takes by default
-    (65, 128, 16, None, "prefill_vec8"),    # M past the default fused_max_m
+    (129, 128, 16, None, "prefill_vec8"),   # M past the default fused_max_m
     (256, 256, 16, FUSED_256, "fused_mma"),  # the last M the fused kernel takes
     (257, 128, 16, FUSED_256, "prefill_vec8"),  # M past fused_max_m = 256
     (16, 128, 32, None, "prefill_vec8"),    # block size != 16: no fused path

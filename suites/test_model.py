@@ -29,7 +29,7 @@ GEMV_ON = Policy(gemv_max_m=8)
 def default_decode_path(k: int, block_size: int) -> str:
     """The path of a decode step (M = 1, aligned buffers) under the default policy, from the
     guard table of docs/paths.md: no GEMV (gemv_max_m = 0); fused_mma where block 16 and
-    K % 128 == 0 (M = 1 <= fused_max_m = 64); otherwise prefill_vec8 (K % 8 == 0, even block)."""
+    K % 128 == 0 (M = 1 <= fused_max_m = 128); otherwise prefill_vec8 (K % 8 == 0, even block)."""
     if block_size == 16 and k % 128 == 0:
         return "fused_mma"
     assert k % 8 == 0 and block_size % 2 == 0, "the tiny model's shapes all satisfy vec8's guards"

@@ -34,10 +34,10 @@ GEMV_ON = Policy(gemv_max_m=8)
 G, D = GEMV_ON, None  # a case's policy: the GEMV enabled, or the default
 #: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU; the GEMV
 #: cases (and those where one GEMV guard alone is false) enable it; (16, 128, 16) takes fused_mma
-#: and (65, 128, 16) is past its default M range (fused_max_m = 64)
+#: and (129, 128, 16) is past its default M range (fused_max_m = 128)
 FULL = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
         (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (2, 64, 16, True, G),
-        (16, 128, 16, True, D), (65, 128, 16, True, D)]
+        (16, 128, 16, True, D), (129, 128, 16, True, D)]
 #: decode-sized cases with the GEMV enabled: they all take it
 DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
 

@@ -91,7 +91,7 @@ def test_matrix_takes_both_sides_of_every_guard_reachable_on_the_cpu() -> None:
 def test_matrix_contains_the_required_edges() -> None:
     cpu = shapes.cases(include_gpu=False)
     ms = {c.m for c in cpu if c.op == "matmul"}
-    assert {0, 1, 8, 9, 64, 65, 256, 257} <= ms  # GEMV edge (gemv_max_m = 8), fused edges 64 and 256
+    assert {0, 1, 8, 9, 128, 129, 256, 257} <= ms  # GEMV edge (gemv_max_m = 8), fused edges 128 and 256
     # the default policy refuses the GEMV at M = 1: decode goes fused where K % 128 == 0, vec8 elsewhere
     default_m1 = {c.path for c in cpu if c.m == 1 and c.policy == Policy() and c.block_size == 16
                   and c.k % 32 == 0}

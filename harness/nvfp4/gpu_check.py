@@ -181,7 +181,7 @@ def check_observe() -> dict:
     b, s, b7, s7 = map(_to_gpu, (packed, scales, packed7, scales7))
     a1 = torch.randn(1, 1024, dtype=torch.bfloat16, device="cuda")
     a64 = torch.randn(64, 1024, dtype=torch.float16, device="cuda")
-    a128 = torch.randn(128, 1024, dtype=torch.float16, device="cuda")
+    a192 = torch.randn(192, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
     default = nvfp4_kernels.current_policy()
     gemv_on = Policy(gemv_max_m=8)
@@ -196,8 +196,8 @@ def check_observe() -> dict:
                                             problem("matmul", 1, 1024, 16, "bfloat16"), gemv_on),
         "matmul M=64 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
                                     problem("matmul", 64, 1024, 16, "float16"), default),
-        "matmul M=128 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a128, b, s, g),
-                                        problem("matmul", 128, 1024, 16, "float16"), default),
+        "matmul M=192 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a192, b, s, g),
+                                        problem("matmul", 192, 1024, 16, "float16"), default),
         "matmul block 7 (prefill_scalar)": (lambda: nvfp4_kernels.nvfp4_matmul(a7, b7, s7, g7, 7),
                                             problem("matmul", 64, 1022, 7, "bfloat16"), default),
         "dequantize (prefill_vec8)": (lambda: nvfp4_kernels.dequantize(b, s, g),

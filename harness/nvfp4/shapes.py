@@ -285,13 +285,14 @@ MATRIX: tuple[ShapeCase, ...] = (
         "misaligned B does not matter to the GEMV (vec8's aligned guard false, gemv still taken)",
         misaligned="b", policy=GEMV_POLICY),
     _mm("gemv-big-n", (1,), BIG_N, 32, 16, "bfloat16", "gemv", "N > 65,535 rows", policy=GEMV_POLICY),
-    # fused_mma: gemv_max_m < M <= fused_max_m (64 by default, at most 256), block 16, K % 128 == 0
+    # fused_mma: gemv_max_m < M <= fused_max_m (128 by default, at most 256), block 16, K % 128 == 0
     _mm("fused-m1-decode", (1,), 16, 128, 16, "bfloat16", "fused_mma",
         "M = 1 under the default policy: gemv.m_in_range false (gemv_max_m = 0), the fused path takes decode"),
     _mm("fused-m9", (9,), 40, 128, 16, "bfloat16", "fused_mma",
         "M = 9 with gemv_max_m = 8: the first M past the GEMV", bias=True, policy=GEMV_POLICY),
-    _mm("fused-m64-edge", (64,), 24, 128, 16, "bfloat16", "fused_mma",
-        "M = 64: the last M the fused path takes by default (fused_max_m = 64)", bias=True),
+    _mm("fused-m128-edge", (128,), 24, 128, 16, "bfloat16", "fused_mma",
+        "M = 128: the last M the fused path takes by default (fused_max_m = 128), two 64-row M tiles",
+        bias=True),
     _mm("fused-m256-edge", (256,), 24, 256, 16, "float16", "fused_mma",
         "M = 256 with fused_max_m = 256: the last M the fused kernel takes", policy=FUSED_FULL_POLICY),
     _mm("fused-lead-3x5-tail", (3, 5), 70, 384, 16, "bfloat16", "fused_mma",
@@ -301,8 +302,8 @@ MATRIX: tuple[ShapeCase, ...] = (
     _mm("fused-misaligned-b", (12,), 16, 128, 16, "bfloat16", "fused_mma",
         "misaligned B does not matter to the fused path (vec8's aligned guard false)", misaligned="b"),
     # fused_mma guards false one at a time -> prefill_vec8
-    _mm("vec8-m65", (65,), 16, 128, 16, "float16", "prefill_vec8",
-        "M = 65, K % 128 == 0: fused_mma.m_in_range false under the default policy (fused_max_m = 64)"),
+    _mm("vec8-m129", (129,), 16, 128, 16, "float16", "prefill_vec8",
+        "M = 129, K % 128 == 0: fused_mma.m_in_range false under the default policy (fused_max_m = 128)"),
     _mm("vec8-m257", (257,), 16, 128, 16, "bfloat16", "prefill_vec8",
         "M = 257 with fused_max_m = 256: past the fused kernel's own limit", policy=FUSED_FULL_POLICY),
     _mm("vec8-m16-bs32-k128", (16,), 16, 128, 32, "float16", "prefill_vec8",

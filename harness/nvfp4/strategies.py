@@ -7,14 +7,14 @@ M and the alignment so that exactly that happens. Nothing is generated and throw
 Hypothesis never starves on a filter and shrinking stays inside the requested path.
 
 Policies: the default policy (``Policy()``) turns the decode GEMV off (``gemv_max_m = 0``) and
-lets the fused tensor-core path take ``1 <= M <= 64``. A problem drawn for ``path="gemv"``
+lets the fused tensor-core path take ``1 <= M <= 128``. A problem drawn for ``path="gemv"``
 therefore carries a policy that enables the GEMV (:data:`~nvfp4_harness.nvfp4.shapes.GEMV_POLICY`,
 ``gemv_max_m = 8``) in its case's ``policy`` field, and so do the prefill problems whose
 deciding guard is a GEMV guard ("M > gemv_max_m", "K % 32 != 0"); every other problem runs
 under the default policy. :meth:`Nvfp4Problem.run` calls the operator with the case's policy,
 so run problems through it (or pass ``problem.case.policy`` on) rather than calling the
-operator with the default policy. Fused problems draw ``1 <= M <= min(64, max_m)``; prefill
-problems refuse the fused path by K % 128 != 0, a block size other than 16, or M > 64.
+operator with the default policy. Fused problems draw ``1 <= M <= min(128, max_m)``; prefill
+problems refuse the fused path by K % 128 != 0, a block size other than 16, or M > 128.
 
 Every draw calls ``hypothesis.event("path: ...")`` and ``event("why: ...")``, so
 ``pytest --hypothesis-show-statistics`` tells how the examples were spread over paths and
@@ -83,7 +83,7 @@ def nvfp4_problems(
     dtype: str | None = None,
     backend: str = "cpu",
     block_size: int | None = None,
-    max_m: int = 80,
+    max_m: int = 160,
     max_n: int = 40,
     max_k: int = 200,
     bias: bool | None = None,
@@ -102,7 +102,7 @@ def nvfp4_problems(
     Each problem's case carries the policy it must run under (``problem.case.policy``): a
     GEMV-enabling policy (``gemv_max_m = 8``) for ``path="gemv"`` and for prefill problems
     whose deciding guard is a GEMV guard, the default policy otherwise (which refuses the GEMV
-    at every M). The default ``max_m`` (80) leaves room for M > 64, past the fused path's
+    at every M). The default ``max_m`` (160) leaves room for M > 128, past the fused path's
     default range.
     """
     _require(op in ("matmul", "dequantize"), f"op must be 'matmul' or 'dequantize', got {op!r}")
@@ -127,7 +127,8 @@ def nvfp4_problems(
         need = {"gemv": "block_size 16 (or None) and max_k >= 32",
                 "fused_mma": "block_size 16 (or None) and max_k >= 128",
                 "prefill_vec8": "an even block_size (or None) and max_k >= 8, to refuse the GEMV and the "
-                                "fused path (K % 128 != 0, M > 64 or a block size other than 16)",
+                                f"fused path (K % 128 != 0, M > {DEFAULT_POLICY.fused_max_m} or a block size "
+                                "other than 16)",
                 "prefill_scalar": "max_k >= 2 (for K % 8 != 0)"}
         raise InvalidArgument(f"no {op} problem can take {path or 'any path'} with block_size={block_size}, "
                               f"max_m={max_m}, max_k={max_k}: {path} needs {need.get(path or '', '')}")
