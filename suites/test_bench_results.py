@@ -215,3 +215,35 @@ def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
     assert (Policy().gemv_max_m, Policy().fused_max_m) == (gemv_max, fused_max), (
         f"{path.name} measured GEMV fastest up to M = {gemv_max} and fused_mma up to M = {fused_max}; "
         f"set Policy's defaults to them (kernels/model.py)")
+
+
+#: committed H200 sweeps that timed the fused kernel at forced K split counts (L2 flushed)
+SPLIT_SWEEPS = {
+    "fused-split-sweep-2026-12-01.json": ("rows", "times"),
+    "fused-profile-and-variants-2026-12-01-night.json": ("sweep_default_library", "fused_by_splits"),
+}
+
+
+def test_the_split_model_picks_within_5_percent_of_the_fastest_timed_split_count() -> None:
+    """The host's K split count (nvfp4_kernels.tiling.fused_split_count, which the CPU backend
+    mirrors) against the H200's own timings: on every committed sweep row where the count the
+    model picks today was one of the timed counts, its time is within 5% of the fastest timed
+    count. The model before the 64-row tile's tail weight picked 1 split at M = 96 on
+    17408 x 5120, 12.6% slower than 4 splits, which this catches."""
+    from nvfp4_kernels.tiling import fused_split_count
+
+    judged, slow = 0, []
+    for name, (rows_key, times_key) in SPLIT_SWEEPS.items():
+        data = json.loads((REPO / "benchmarks" / "experiments" / name).read_text())
+        for row in data[rows_key]:
+            times = {int(s): float(t) for s, t in row[times_key].items()}
+            chosen = fused_split_count(row["n"], row["k"], row["m"])
+            if chosen not in times:
+                continue
+            judged += 1
+            ratio = times[chosen] / min(times.values())
+            if ratio > 1.05:
+                slow.append(f"{name}: {row['n']}x{row['k']} M={row['m']} picks {chosen} splits, {ratio:.3f}x the "
+                            f"fastest timed count ({min(times, key=times.get)})")
+    assert judged >= 20, f"only {judged} sweep rows timed the count the model picks"
+    assert not slow, "\n".join(slow)
