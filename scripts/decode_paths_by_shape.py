@@ -1,0 +1,69 @@
+# ruff: noqa: B023  (each timed function runs inside the iteration that defines it)
+"""GEMV against fused_mma at decode M on the layer shapes of common models, in one process.
+
+The policy's thresholds are measured on the issue's two large shapes (17408 x 5120 and
+5120 x 17408), where the fused path beats the GEMV at every M <= 8. Smaller layers give each
+fused block only a few K steps, so this times both decode paths, with the split counts the host
+picks, on the shapes a 7B-14B model has (L2 flushed: CUDA events, median of 21; and CUDA-graph
+replay, 20 calls per graph: the kernels' own time), beside a same-run device copy of the
+weight bytes. It answers whether a per-shape GEMV threshold would pay; it changes nothing.
+
+    python scripts/decode_paths_by_shape.py [--ms 1,4,8] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+from nvfp4_kernels import cuda_backend
+
+sys.path.insert(0, "scripts")
+from fused_dev import make, timer, to_dev  # noqa: E402
+from fused_reduction_ab import graph_time_us  # noqa: E402
+
+#: (N, K): attention and MLP projections of 7B-14B models, the seed shapes and the issue's two
+SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336), (5120, 5120),
+          (6144, 2048), (2048, 6144), (17408, 5120), (5120, 17408))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ms", default="1,4,8")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    rows = []
+    for n, k in SHAPES:
+        packed, scales = make(n, k, 1)
+        p, s = to_dev(packed), to_dev(scales)
+        src = torch.empty(p.numel() + s.numel(), dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        copy_us = timer(lambda: dst.copy_(src), flush, reps=21)
+        for m in (int(v) for v in args.ms.split(",")):
+            a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            calls = {"gemv": lambda: cuda_backend.gemv(a, p, s, g, None, out),
+                     "fused_mma": lambda: cuda_backend.fused_mma(a, p, s, g, None, out)}
+            row = {"n": n, "k": k, "m": m, "copy_us": round(copy_us, 2),
+                   "gemv_splits": cuda_backend.gemv_splits(n, k), "fused_splits": cuda_backend.fused_splits(n, k, m)}
+            for name, call in calls.items():
+                row[f"{name}_flushed_us"] = round(timer(call, flush, reps=21), 2)
+                row[f"{name}_graph_us"] = round(graph_time_us(call), 2)
+            rows.append(row)
+            print(f"{n:>6}x{k:<6} M={m}  gemv {row['gemv_flushed_us']:6.2f} / {row['gemv_graph_us']:6.2f}  "
+                  f"fused {row['fused_mma_flushed_us']:6.2f} / {row['fused_mma_graph_us']:6.2f} "
+                  f"(s={row['fused_splits']})  copy {copy_us:6.2f}  fused/gemv graph "
+                  f"{row['fused_mma_graph_us'] / row['gemv_graph_us']:.2f}", flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "cuda": torch.version.cuda, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
