@@ -212,7 +212,8 @@ def build_variants(spec: str, workdir: Path) -> dict[str, ctypes.CDLL]:
     return libs
 
 
-def variants(report: dict, spec: str, quick: bool, ms: tuple[int, ...] | None = None) -> list[str]:
+def variants(report: dict, spec: str, quick: bool, ms: tuple[int, ...] | None = None,
+             shapes: tuple[tuple[int, int], ...] = ((17408, 5120), (5120, 17408))) -> list[str]:
     """Time every variant library at every M over a range of split counts; check that all of them
     return the base variant's bits for equal split counts (same accumulation order)."""
     libs = build_variants(spec, Path("/tmp/fused-variants"))
@@ -220,7 +221,7 @@ def variants(report: dict, spec: str, quick: bool, ms: tuple[int, ...] | None = 
     lines, rows, failures = [], [], []
     stream = torch.cuda.current_stream().cuda_stream
     ms = ms or ((1, 8, 16, 64, 256) if quick else (1, 8, 16, 32, 64, 128, 256))
-    for n, k in ((17408, 5120), (5120, 17408)):
+    for n, k in shapes:
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
         g_dev = torch.tensor([0.0123], dtype=torch.float32, device=DEV)
@@ -272,10 +273,13 @@ def main() -> int:
     parser.add_argument("--skip-correctness", action="store_true")
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--variants", default="", help="name:nvcc flags;name:flags;... (fused_mma.cu builds)")
+    parser.add_argument("--variant-shapes", default="17408x5120,5120x17408",
+                        help="comma-separated NxK shapes the variants are timed on")
     parser.add_argument("--ms", default="", help="comma-separated M values for the sweep and the variants "
                                                  "(default: their own lists)")
     args = parser.parse_args()
     ms = tuple(int(v) for v in args.ms.split(",") if v.strip()) or None
+    shapes = tuple(tuple(int(d) for d in s.split("x")) for s in args.variant_shapes.split(",") if s.strip())
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"device": torch.cuda.get_device_name(), "policy": repr(Policy())}
     t0 = time.time()
@@ -288,7 +292,7 @@ def main() -> int:
     lines = [] if args.skip_sweep else sweep(report, args.quick, ms)
     (args.out / "fused-dev.json").write_text(json.dumps(report, indent=1))
     if args.variants:
-        lines += variants(report, args.variants, args.quick, ms)
+        lines += variants(report, args.variants, args.quick, ms, shapes)
         (args.out / "fused-dev.json").write_text(json.dumps(report, indent=1))
         failures += report["variant_failures"]
     print("\n".join(lines[-30:]))
