@@ -35,7 +35,7 @@ class Policy:
     bench's M sweep (BENCHMARKS.md, section "paths"; a CPU test checks them against the committed
     run): on the H200 the fused path beat the GEMV at every M from 1 to 8 on both large shapes,
     so the GEMV is taken only when a policy asks for it, and the fused path beat prefill up to
-    M = 128 (with the split model of nvfp4_kernels.tiling) and lost at M = 192.
+    M = 128 (with the split model of nvfp4_kernels.tiling) and lost from M = 160 on.
     ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
     ``force_path``: take this path regardless of preference order, for A/B runs; its guards
     must still hold, otherwise the call raises instead of running a kernel out of its domain.

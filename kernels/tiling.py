@@ -28,7 +28,7 @@ PARTIAL_WEIGHT = 0.25
 #: how much of a partial last wave's idle slots cost, by activation rows per block: thin tiles
 #: (8 or more resident blocks per SM, memory-bound) let the last wave's blocks stream faster,
 #: the 64-row tile (2 resident blocks, MMA-bound) gains almost nothing from the idle slots
-#: (benchmarks/NOTES.md, "Split model at M > 64")
+#: (benchmarks/NOTES.md, "The split model at M > 64")
 TAIL_WEIGHT: dict[int, float] = {8: 0.3, 16: 0.3, 32: 0.3, 64: 0.8}
 
 
