@@ -184,13 +184,14 @@ def test_environment_keys() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_environment_key_names_arch_cuda_cublas_and_torch() -> None:
+def test_cuda_environment_key_names_arch_multiprocessors_cuda_cublas_and_torch() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
     key = goldens.environment_key("cuda")
     major, minor = torch.cuda.get_device_capability()
-    assert key.startswith(f"sm_{major}{minor}-cuda{torch.version.cuda}-cublas")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert key.startswith(f"sm_{major}{minor}-{sms}sm-cuda{torch.version.cuda}-cublas")
     assert "-cublasunknown-" not in key, f"cuBLAS version not found: {key}"
     assert key.endswith("-torch" + torch.__version__.replace("+", "_"))
     assert goldens.GoldenStore("/tmp").path(key, "x").parent.name == key, "the key must be a valid folder name"

@@ -99,8 +99,12 @@ def environment_key(backend: str = "cpu", device: Any = None) -> str:
     """The golden key for GEMM outputs computed by ``backend`` (``"cpu"`` or ``"cuda"``).
 
     ``cpu`` for the CPU reference (machine independent); for CUDA
-    ``sm_<arch>-cuda<version>-cublas<version>-torch<version>``, any character other than
-    letters, digits, ``.``, ``_`` and ``-`` replaced by ``_`` (``2.11.0+cu130`` -> ``2.11.0_cu130``).
+    ``sm_<arch>-<multiprocessors>sm-cuda<version>-cublas<version>-torch<version>``, any character
+    other than letters, digits, ``.``, ``_`` and ``-`` replaced by ``_`` (``2.11.0+cu130`` ->
+    ``2.11.0_cu130``). The multiprocessor count is part of it because the split-K kernels choose
+    their split count from it (nvfp4_kernels.tiling), and the split count sets the summation
+    order: an H100 PCIe (sm_90, 114 SMs) sums some shapes in another order than an H200 (sm_90,
+    132 SMs), so their bits may differ without either being wrong.
     """
     if backend == "cpu":
         return CPU_KEY
@@ -111,7 +115,9 @@ def environment_key(backend: str = "cpu", device: Any = None) -> str:
     if not torch.cuda.is_available():
         raise RuntimeError("a CUDA golden key needs a CUDA GPU; use key 'cpu' for the CPU backend")
     major, minor = torch.cuda.get_device_capability(device)
-    key = f"sm_{major}{minor}-cuda{torch.version.cuda}-cublas{cublas_version()}-torch{torch.__version__}"
+    props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    key = (f"sm_{major}{minor}-{props.multi_processor_count}sm-cuda{torch.version.cuda}-cublas{cublas_version()}"
+           f"-torch{torch.__version__}")
     return re.sub(r"[^A-Za-z0-9._-]", "_", key)
 
 
