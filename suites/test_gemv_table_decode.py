@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nvfp4_harness.nvfp4.table_decode import WEAKENED_RANGES, build_table, g_grid, pair_bits, prmt, t_bits, table_ok
+from nvfp4_harness.nvfp4 import table_decode as td
 from nvfp4_kernels.nvfp4 import E2M1_TABLE, E4M3_TABLE
 
 # mirrors TableT<T> in benchmarks/experiments/gemv_table_decode.patch: (binade unit in T bits, kLo bits, kHi bits)
@@ -24,7 +24,6 @@ TABLE_PARAMS = {
     "bfloat16": (0x80, 0x01000000, 0x7E000000),   # [2^-125, 2^125]
     "float16": (0x400, 0x39000000, 0x46000000),   # [2^-13, 2^13]
 }
-M32 = np.uint64(0xFFFFFFFF)
 
 
 #: the patch's build_table selectors (the same table layout the fused kernel's header uses)
@@ -33,29 +32,27 @@ GEMV_TABLE_SELECTORS = {"kSelLo03": 0x640D, "kSelLo47": 0x6420, "kSelHi03": 0x75
 
 def lookup_word(w: np.ndarray, table: tuple[np.ndarray, ...]) -> list[np.ndarray]:
     l0, l1, h0, h1 = table
-    w = np.asarray(w, dtype=np.uint64) & M32
-    x = prmt(w, np.uint64(0), 0x3120) & np.uint64(0x77777777)
+    w = np.asarray(w, dtype=np.uint64) & td.M32
+    x = td.prmt(w, np.uint64(0), 0x3120) & np.uint64(0x77777777)
     y = x >> np.uint64(16)
-    la, ha, lb, hb = prmt(l0, l1, x), prmt(h0, h1, x), prmt(l0, l1, y), prmt(h0, h1, y)
+    la, ha, lb, hb = td.prmt(l0, l1, x), td.prmt(h0, h1, x), td.prmt(l0, l1, y), td.prmt(h0, h1, y)
     sg = np.uint64(0x80008000)
     return [
-        prmt(la, ha, 0x6240) ^ ((w << np.uint64(12)) & sg),
-        prmt(la, ha, 0x7351) ^ ((w << np.uint64(8)) & sg),
-        prmt(lb, hb, 0x6240) ^ ((w << np.uint64(4)) & sg),
-        prmt(lb, hb, 0x7351) ^ (w & sg),
+        td.prmt(la, ha, 0x6240) ^ ((w << np.uint64(12)) & sg),
+        td.prmt(la, ha, 0x7351) ^ ((w << np.uint64(8)) & sg),
+        td.prmt(lb, hb, 0x6240) ^ ((w << np.uint64(4)) & sg),
+        td.prmt(lb, hb, 0x7351) ^ (w & sg),
     ]
-
-
 
 
 def mismatches(dtype: str, lo: int, hi: int) -> tuple[int, int]:
     """(table-path blocks checked, mismatching values) over scale bytes x g grid x codes."""
     unit = TABLE_PARAMS[dtype][0]
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        s = (E4M3_TABLE[None, :] * g_grid()[:, None]).reshape(-1).astype(np.float32)
-        ok = table_ok(s, lo, hi)
+        s = (E4M3_TABLE[None, :] * td.g_grid()[:, None]).reshape(-1).astype(np.float32)
+        ok = td.table_ok(s, lo, hi)
         s = s[ok]
-        table = build_table(pair_bits(s, dtype), unit, GEMV_TABLE_SELECTORS)
+        table = td.build_table(td.pair_bits(s, dtype), unit, GEMV_TABLE_SELECTORS)
         bad = 0
         # word c * 0x11111111 puts code c in every nibble; the rotated words mix codes so the
         # (v_i, v_i+4) pairing and the per-nibble sign shifts are exercised too
@@ -63,7 +60,7 @@ def mismatches(dtype: str, lo: int, hi: int) -> tuple[int, int]:
         for w in words:
             got = lookup_word(np.full(s.shape, w, dtype=np.uint64), table)
             codes = [(w >> (4 * i)) & 0xF for i in range(8)]
-            ref = [t_bits((E2M1_TABLE[c] * s).astype(np.float32), dtype) for c in codes]
+            ref = [td.t_bits((E2M1_TABLE[c] * s).astype(np.float32), dtype) for c in codes]
             for i in range(4):
                 want = ref[i] | (ref[i + 4] << np.uint64(16))
                 bad += int(np.count_nonzero(got[i] != want))
@@ -85,12 +82,12 @@ def test_table_path_covers_ordinary_scales(dtype: str, g: float) -> None:
     the scale bytes below 0x36.)"""
     _, lo, hi = TABLE_PARAMS[dtype]
     s = (E4M3_TABLE[0x08:0x7F] * np.float32(g)).astype(np.float32)
-    assert table_ok(s, lo, hi).all()
+    assert td.table_ok(s, lo, hi).all()
 
 
 @pytest.mark.parametrize(
     ("dtype", "lo", "hi"),
-    WEAKENED_RANGES,
+    td.WEAKENED_RANGES,
 )
 def test_weakened_condition_is_caught(dtype: str, lo: int, hi: int) -> None:
     """The check has teeth: a condition that admits unsafe blocks produces mismatches."""
