@@ -183,6 +183,27 @@ def test_environment_keys() -> None:
         goldens.environment_key("tpu")
 
 
+def test_cuda_keys_of_one_architecture_differ_by_multiprocessor_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU: an H200 (132 SMs) and an H100 PCIe (114 SMs) are both sm_90, but the split-K
+    kernels pick their split (and so their summation order) from the SM count, so their CUDA
+    goldens must not share a key."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    sms = {"count": 132}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: SimpleNamespace(multi_processor_count=sms["count"]))
+    monkeypatch.setattr(goldens, "cublas_version", lambda: "13.1.0")
+    h200 = goldens.environment_key("cuda")
+    sms["count"] = 114
+    h100_pcie = goldens.environment_key("cuda")
+    assert h200.startswith("sm_90-132sm-cuda") and h100_pcie.startswith("sm_90-114sm-cuda")
+    assert h200 != h100_pcie
+
+
 @pytest.mark.gpu
 def test_cuda_environment_key_names_arch_multiprocessors_cuda_cublas_and_torch() -> None:
     torch = pytest.importorskip("torch")
