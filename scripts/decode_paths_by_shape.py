@@ -8,7 +8,14 @@ picks, on the shapes a 7B-14B model has (L2 flushed: CUDA events, median of 21; 
 replay, 20 calls per graph: the kernels' own time), beside a same-run device copy of the
 weight bytes. It answers whether a per-shape GEMV threshold would pay; it changes nothing.
 
-    python scripts/decode_paths_by_shape.py [--ms 1,4,8] [--out FILE]
+Graph replay of one layer's call keeps a small layer's weights in L2 (4096 x 4096 is 9.4 MB), which
+a decode loop never does: its next call reads another layer's weights. So ``--rotate`` adds a
+third time per path: one CUDA graph of calls on as many copies of the weights as take twice the
+L2 cache, replayed; the time per call is that of back-to-back calls, each streaming its weights
+from device memory, with no launch gaps (the decode loop of a CUDA-graph runtime). The copy of the
+same bytes is timed the same way.
+
+    python scripts/decode_paths_by_shape.py [--ms 1,4,8] [--rotate] [--shapes NxK,...] [--out FILE]
 """
 
 from __future__ import annotations
@@ -29,15 +36,66 @@ SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 1433
           (6144, 2048), (2048, 6144), (17408, 5120), (5120, 17408))
 
 
+def rotating_graph_us(calls: list, reps: int = 15) -> float:
+    """Per-call time of ``calls`` (each on its own weight copy) captured in one CUDA graph and
+    replayed: back-to-back calls that each read their weights from device memory."""
+    import statistics
+
+    from nvfp4_harness.nvfp4 import host_time
+
+    def all_calls() -> None:
+        for call in calls:
+            call()
+
+    graph, _ = host_time.capture(torch, all_calls)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000 / len(calls))
+    return statistics.median(times)
+
+
+def rotating_row(n: int, k: int, m: int, p: torch.Tensor, s: torch.Tensor, g: torch.Tensor) -> dict:
+    """GEMV, fused and a copy, each over weight copies that together take twice the L2."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    nbytes = p.numel() + s.numel()
+    copies = max(4, min(64, -(-2 * l2 // nbytes)))
+    ps = [p.clone() for _ in range(copies)]
+    ss = [s.clone() for _ in range(copies)]
+    a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    outs = [torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+    srcs = [torch.empty(nbytes, dtype=torch.uint8, device="cuda") for _ in range(copies)]
+    dsts = [torch.empty(nbytes, dtype=torch.uint8, device="cuda") for _ in range(copies)]
+    row = {"copies": copies}
+    row["gemv_rotating_us"] = round(rotating_graph_us(
+        [lambda i=i: cuda_backend.gemv(a, ps[i], ss[i], g, None, outs[i]) for i in range(copies)]), 2)
+    row["fused_mma_rotating_us"] = round(rotating_graph_us(
+        [lambda i=i: cuda_backend.fused_mma(a, ps[i], ss[i], g, None, outs[i]) for i in range(copies)]), 2)
+    row["copy_rotating_us"] = round(rotating_graph_us(
+        [lambda i=i: dsts[i].copy_(srcs[i]) for i in range(copies)]), 2)
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ms", default="1,4,8")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--rotate", action="store_true", help="also time calls that rotate through weight copies "
+                        "larger than the L2 (see above)")
+    parser.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES))
+    parser.add_argument("--skip-single", action="store_true", help="only the rotating times")
     args = parser.parse_args()
+    shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
     g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
     rows = []
-    for n, k in SHAPES:
+    for n, k in shapes:
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
         src = torch.empty(p.numel() + s.numel(), dtype=torch.uint8, device="cuda")
@@ -50,14 +108,21 @@ def main() -> int:
                      "fused_mma": lambda: cuda_backend.fused_mma(a, p, s, g, None, out)}
             row = {"n": n, "k": k, "m": m, "copy_us": round(copy_us, 2),
                    "gemv_splits": cuda_backend.gemv_splits(n, k), "fused_splits": cuda_backend.fused_splits(n, k, m)}
-            for name, call in calls.items():
-                row[f"{name}_flushed_us"] = round(timer(call, flush, reps=21), 2)
-                row[f"{name}_graph_us"] = round(graph_time_us(call), 2)
+            if not args.skip_single:
+                for name, call in calls.items():
+                    row[f"{name}_flushed_us"] = round(timer(call, flush, reps=21), 2)
+                    row[f"{name}_graph_us"] = round(graph_time_us(call), 2)
+                print(f"{n:>6}x{k:<6} M={m}  gemv {row['gemv_flushed_us']:6.2f} / {row['gemv_graph_us']:6.2f}  "
+                      f"fused {row['fused_mma_flushed_us']:6.2f} / {row['fused_mma_graph_us']:6.2f} "
+                      f"(s={row['fused_splits']})  copy {copy_us:6.2f}  fused/gemv graph "
+                      f"{row['fused_mma_graph_us'] / row['gemv_graph_us']:.2f}", flush=True)
+            if args.rotate:
+                row.update(rotating_row(n, k, m, p, s, g))
+                print(f"{n:>6}x{k:<6} M={m}  rotating x{row['copies']}: gemv {row['gemv_rotating_us']:6.2f} "
+                      f"(s={row['gemv_splits']})  fused {row['fused_mma_rotating_us']:6.2f} (s={row['fused_splits']})  "
+                      f"copy {row['copy_rotating_us']:6.2f}  fused/gemv "
+                      f"{row['fused_mma_rotating_us'] / row['gemv_rotating_us']:.2f}", flush=True)
             rows.append(row)
-            print(f"{n:>6}x{k:<6} M={m}  gemv {row['gemv_flushed_us']:6.2f} / {row['gemv_graph_us']:6.2f}  "
-                  f"fused {row['fused_mma_flushed_us']:6.2f} / {row['fused_mma_graph_us']:6.2f} "
-                  f"(s={row['fused_splits']})  copy {copy_us:6.2f}  fused/gemv graph "
-                  f"{row['fused_mma_graph_us'] / row['gemv_graph_us']:.2f}", flush=True)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
