@@ -29,7 +29,7 @@ from nvfp4_kernels import cuda_backend
 
 sys.path.insert(0, "scripts")
 from fused_dev import make, timer, to_dev  # noqa: E402
-from fused_reduction_ab import graph_time_us  # noqa: E402
+from fused_reduction_ab import graph_time_us, replayed_us  # noqa: E402
 
 #: (N, K): attention and MLP projections of 7B-14B models, the seed shapes and the issue's two
 SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336), (5120, 5120),
@@ -39,35 +39,26 @@ SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 1433
 def rotating_graph_us(calls: list, reps: int = 15) -> float:
     """Per-call time of ``calls`` (each on its own weight copy) captured in one CUDA graph and
     replayed: back-to-back calls that each read their weights from device memory."""
-    import statistics
-
-    from nvfp4_harness.nvfp4 import host_time
 
     def all_calls() -> None:
         for call in calls:
             call()
 
-    graph, _ = host_time.capture(torch, all_calls)
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / len(calls))
-    return statistics.median(times)
+    return replayed_us(all_calls, len(calls), reps)
+
+
+def weight_copies(p: torch.Tensor, s: torch.Tensor) -> tuple[list, list]:
+    """Copies of packed weights ``p`` and scales ``s`` that together take twice the L2 (4 to 64)."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    copies = max(4, min(64, -(-2 * l2 // (p.numel() + s.numel()))))
+    return [p.clone() for _ in range(copies)], [s.clone() for _ in range(copies)]
 
 
 def rotating_row(n: int, k: int, m: int, p: torch.Tensor, s: torch.Tensor, g: torch.Tensor) -> dict:
     """GEMV, fused and a copy, each over weight copies that together take twice the L2."""
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    ps, ss = weight_copies(p, s)
+    copies = len(ps)
     nbytes = p.numel() + s.numel()
-    copies = max(4, min(64, -(-2 * l2 // nbytes)))
-    ps = [p.clone() for _ in range(copies)]
-    ss = [s.clone() for _ in range(copies)]
     a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     outs = [torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
     srcs = [torch.empty(nbytes, dtype=torch.uint8, device="cuda") for _ in range(copies)]

@@ -15,20 +15,17 @@ import torch
 from nvfp4_kernels import cuda_backend
 
 sys.path.insert(0, "scripts")
-from decode_paths_by_shape import rotating_graph_us  # noqa: E402
+from decode_paths_by_shape import rotating_graph_us, weight_copies  # noqa: E402
 from fused_dev import make, timer, to_dev  # noqa: E402
 
 shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[1].split(",")]
 flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
 g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
-l2 = torch.cuda.get_device_properties(0).L2_cache_size
 rows = []
 for n, k in shapes:
     p0, s0 = (to_dev(x) for x in make(n, k, 1))
-    nbytes = p0.numel() + s0.numel()
-    copies = max(4, min(64, -(-2 * l2 // nbytes)))
-    ps = [p0.clone() for _ in range(copies)]
-    ss = [s0.clone() for _ in range(copies)]
+    ps, ss = weight_copies(p0, s0)
+    copies = len(ps)
     for m in (1, 8, 16, 64):
         a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")

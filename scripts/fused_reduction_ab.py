@@ -39,7 +39,13 @@ def graph_time_us(run, calls: int = 20, reps: int = 15) -> float:
         for _ in range(calls):
             run()
 
-    graph, _ = host_time.capture(torch, calls_in_a_row)  # warm-up on a side stream, then capture
+    return replayed_us(calls_in_a_row, calls, reps)
+
+
+def replayed_us(fn, calls: int, reps: int = 15) -> float:
+    """``fn`` (which makes ``calls`` calls) captured once in a CUDA graph after a warm-up, then
+    replayed ``reps`` times: the median time per call (CUDA events around each replay)."""
+    graph, _ = host_time.capture(torch, fn)  # warm-up on a side stream, then capture
     graph.replay()
     torch.cuda.synchronize()
     times = []

@@ -15,7 +15,7 @@ import torch
 from nvfp4_kernels import cuda_backend
 
 sys.path.insert(0, "scripts")
-from decode_paths_by_shape import rotating_graph_us  # noqa: E402
+from decode_paths_by_shape import rotating_graph_us, weight_copies  # noqa: E402
 from fused_dev import make, timer, to_dev  # noqa: E402
 
 shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[1].split(",")]
@@ -23,14 +23,11 @@ ms = [int(v) for v in sys.argv[2].split(",")]
 out_path = sys.argv[3]
 flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
 g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
-l2 = torch.cuda.get_device_properties(0).L2_cache_size
 rows = []
 for n, k in shapes:
     p0, s0 = (to_dev(x) for x in make(n, k, 1))
-    nbytes = p0.numel() + s0.numel()
-    copies = max(4, min(64, -(-2 * l2 // nbytes)))
-    ps = [p0.clone() for _ in range(copies)]
-    ss = [s0.clone() for _ in range(copies)]
+    ps, ss = weight_copies(p0, s0)
+    copies = len(ps)
     for m in ms:
         a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         outs = [torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
