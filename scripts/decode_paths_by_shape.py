@@ -12,8 +12,9 @@ Graph replay of one layer's call keeps a small layer's weights in L2 (4096 x 409
 a decode loop never does: its next call reads another layer's weights. So ``--rotate`` adds a
 third time per path: one CUDA graph of calls on as many copies of the weights as take twice the
 L2 cache, replayed; the time per call is that of back-to-back calls, each streaming its weights
-from device memory, with no launch gaps (the decode loop of a CUDA-graph runtime). The copy of the
-same bytes is timed the same way.
+from device memory, with no launch gaps (the decode loop of a CUDA-graph runtime). A copy of the
+weight bytes is timed the same way; it reads and writes them, twice a decode kernel's traffic, so
+it is a bandwidth reference, not the bench's copy of a row's bytes.
 
     python scripts/decode_paths_by_shape.py [--ms 1,4,8] [--rotate] [--shapes NxK,...] [--out FILE]
 """
