@@ -105,8 +105,9 @@ def _matmul_bound(a64: np.ndarray, w64: np.ndarray, bias64: np.ndarray, dtype: s
     return ref, rounding + accumulation + 1e-30
 
 
-#: each path forced with its M guard opened to its kernel's limit (a forced path's guards must hold)
-FORCED = {path: Policy(force_path=path, gemv_max_m=8, fused_max_m=256)
+#: each path forced with its M guard opened to its kernel's limit and the GEMV's layer limit lifted
+#: (a forced path's guards must hold)
+FORCED = {path: Policy(force_path=path, gemv_max_m=8, gemv_max_weights=None, fused_max_m=256)
           for path in ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar")}
 
 
@@ -243,7 +244,7 @@ def run_workload() -> None:
     for m in (1, 9, 17, 33, 64, 200):
         bias = torch.randn(200, dtype=torch.float16, device="cuda")
         nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.float16, device="cuda"), b, s, g, 16, bias,
-                                   policy=Policy(fused_max_m=256))
+                                   policy=Policy(gemv_max_weights=0, fused_max_m=256))  # M = 1 too
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)
     view.copy_(b)
