@@ -21,6 +21,13 @@ FUSED_MAX_M = 256
 GEMV_MAX_M = 8
 #: the fused kernel's K step: 128 values per step, so K % 128 == 0
 FUSED_K_MULTIPLE = 128
+#: the most weights (N * K) of a layer the decode GEMV takes under the default policy. On the
+#: H200, with calls back to back and every call streaming its weights from device memory, the
+#: GEMV was 1.16-1.72x faster than fused_mma at M = 1 and 8 on every layer of at most 2^24
+#: weights timed (1024 x 1024 to 4096 x 4096, 6144 x 2048; 2048 x 6144 even), and fused_mma
+#: 0.80-1.00x the GEMV's time on every larger one, 17408 x 5120 and 5120 x 17408 included
+#: (benchmarks/experiments/decode-paths-rotating-2026-12-02.json; a CPU test holds it to that file)
+GEMV_DEFAULT_MAX_WEIGHTS = 1 << 24
 
 OPS = ("matmul", "dequantize")
 
@@ -29,19 +36,22 @@ OPS = ("matmul", "dequantize")
 class Policy:
     """Tunable dispatch policy.
 
-    ``gemv_max_m``: the largest M the decode GEMV takes (at most 8). ``fused_max_m``: the largest M the fused
-    tensor-core path takes (at most 256); GEMV comes first in preference order, so the fused path
-    runs for ``gemv_max_m < M <= fused_max_m``. Both defaults are the crossovers measured by the
-    bench's M sweep (BENCHMARKS.md, section "paths"; a CPU test checks them against the committed
-    run): on the H200 the fused path beat the GEMV at every M from 1 to 8 on both large shapes,
-    so the GEMV is taken only when a policy asks for it, and the fused path beat prefill up to
-    M = 128 (with the split model of nvfp4_kernels.tiling) and lost from M = 160 on.
+    ``gemv_max_m``: the largest M the decode GEMV takes (at most 8; 0 turns it off), on layers of
+    at most ``gemv_max_weights`` weights (N * K; None: any layer). ``fused_max_m``: the largest M
+    the fused tensor-core path takes (at most 256); GEMV comes first in preference order, so the
+    fused path takes the M <= fused_max_m that the GEMV does not. The defaults are the crossovers
+    measured on the H200: the GEMV beat the fused path at every M from 1 to 8 on every layer of
+    at most 2^24 weights and lost on every larger one (:data:`GEMV_DEFAULT_MAX_WEIGHTS`), so on
+    the bench's two large shapes the fused path takes decode (BENCHMARKS.md, section "paths"; a
+    CPU test checks the committed runs); the fused path beat prefill up to M = 128 (with the
+    split model of nvfp4_kernels.tiling) and lost from M = 160 on.
     ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
     ``force_path``: take this path regardless of preference order, for A/B runs; its guards
     must still hold, otherwise the call raises instead of running a kernel out of its domain.
     """
 
-    gemv_max_m: int = 0
+    gemv_max_m: int = 8
+    gemv_max_weights: int | None = GEMV_DEFAULT_MAX_WEIGHTS
     fused_max_m: int = 128
     native_fp4_enabled: bool = True
     force_path: str | None = None
@@ -52,6 +62,11 @@ class Policy:
         if not 0 <= self.gemv_max_m <= GEMV_MAX_M:
             raise InvalidArgument(f"Policy(gemv_max_m=...) must be in [0, {GEMV_MAX_M}] (the decode GEMV kernel "
                                   f"takes at most {GEMV_MAX_M} rows of A), got {self.gemv_max_m}")
+        if self.gemv_max_weights is not None and (isinstance(self.gemv_max_weights, bool)
+                                                  or not isinstance(self.gemv_max_weights, int)
+                                                  or self.gemv_max_weights < 0):
+            raise InvalidArgument(f"Policy(gemv_max_weights=...) must be an int >= 0 (the most weights N * K of a "
+                                  f"layer the GEMV takes) or None (any layer), got {self.gemv_max_weights!r}")
         if isinstance(self.fused_max_m, bool) or not isinstance(self.fused_max_m, int):
             raise InvalidArgument(f"Policy(fused_max_m=...) must be an int, got {self.fused_max_m!r}")
         if not 0 <= self.fused_max_m <= FUSED_MAX_M:
@@ -63,6 +78,12 @@ class Policy:
         if self.force_path is not None and self.force_path not in PATH_NAMES:
             raise InvalidArgument(f"Policy(force_path=...) must be one of {PATH_NAMES} or None, got "
                                   f"{self.force_path!r}")
+
+
+    def gemv_max_m_for(self, n: int, k: int) -> int:
+        """The largest M the GEMV takes on an N x K layer under this policy (0: none)."""
+        small = self.gemv_max_weights is None or n * k <= self.gemv_max_weights
+        return self.gemv_max_m if small else 0
 
 
 @dataclass(frozen=True)
@@ -100,6 +121,9 @@ MODEL = DispatchModel("nvfp4", [
         Guard("m_in_range", "1 <= M <= policy.gemv_max_m",
               lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.gemv_max_m,
               detail=lambda p, d, pol: f"M={p.m}, gemv_max_m={pol.gemv_max_m}"),
+        Guard("small_layer", "N * K <= policy.gemv_max_weights",
+              lambda p, d, pol: pol.gemv_max_weights is None or p.n * p.k <= pol.gemv_max_weights,
+              detail=lambda p, d, pol: f"N*K={p.n * p.k}, gemv_max_weights={pol.gemv_max_weights}"),
         Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
               detail=lambda p, d, pol: f"block_size={p.block_size}"),
         Guard("k_mod_32", "K % 32 == 0", lambda p, d, pol: p.k % 32 == 0,

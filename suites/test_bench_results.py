@@ -188,7 +188,8 @@ def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
     """Issue #10: the dispatcher picks the fastest path at every M. Recomputed here from the rows
     of the newest run with a "paths" section (not read from its stored summary): the GEMV's
     range is where it is strictly fastest at every measured M on both shapes, the fused path's
-    where it is at least as fast as prefill above that; both must equal Policy()'s defaults."""
+    where it is at least as fast as prefill above that; both must equal Policy()'s defaults on
+    these shapes (the GEMV's range on a layer of their size: Policy.gemv_max_m_for)."""
     from nvfp4_kernels.model import Policy
 
     found = _newest_with_paths()
@@ -212,7 +213,8 @@ def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
         if m > 256 or any(per[m].get("fused_mma", float("inf")) > per[m]["prefill"] for per in times.values()):
             break
         fused_max = m
-    assert (Policy().gemv_max_m, Policy().fused_max_m) == (gemv_max, fused_max), (
+    policy_gemv_max = max(Policy().gemv_max_m_for(n, k) for n, k in times)
+    assert (policy_gemv_max, Policy().fused_max_m) == (gemv_max, fused_max), (
         f"{path.name} measured GEMV fastest up to M = {gemv_max} and fused_mma up to M = {fused_max}; "
         f"set Policy's defaults to them (kernels/model.py)")
 
@@ -222,6 +224,29 @@ SPLIT_SWEEPS = {
     "fused-split-sweep-2026-12-01.json": ("rows", "times"),
     "fused-profile-and-variants-2026-12-01-night.json": ("sweep_default_library", "fused_by_splits"),
 }
+
+
+def test_the_gemv_layer_size_limit_is_the_committed_measured_crossover() -> None:
+    """The default policy's GEMV layer limit (GEMV_DEFAULT_MAX_WEIGHTS, 2^24 weights) against the
+    H200's decode times with every call streaming its weights (26 layer shapes, M = 1 and 8):
+    on every layer at or under the limit the GEMV is at most 3% slower than fused_mma, on every
+    layer above it fused_mma is at most 3% slower than the GEMV. Halving the limit (2^23) would
+    send 4096 x 4096, where the GEMV is 1.34x faster, to the fused path; doubling it (2^25) would
+    send 5120 x 5120, where fused_mma is 1.06x faster, to the GEMV: both fail here."""
+    from nvfp4_kernels.model import GEMV_DEFAULT_MAX_WEIGHTS, Policy
+
+    data = json.loads((REPO / "benchmarks" / "experiments" / "decode-paths-rotating-2026-12-02.json").read_text())
+    rows = data["rows"]
+    assert len({(r["n"], r["k"]) for r in rows}) >= 20 and {r["m"] for r in rows} == {1, 8}
+    assert Policy().gemv_max_weights == GEMV_DEFAULT_MAX_WEIGHTS
+    wrong = []
+    for r in rows:
+        ratio = r["fused_mma_rotating_us"] / r["gemv_rotating_us"]
+        small = r["n"] * r["k"] <= GEMV_DEFAULT_MAX_WEIGHTS
+        if (small and ratio < 1 / 1.03) or (not small and ratio > 1.03):
+            wrong.append(f"{r['n']}x{r['k']} M={r['m']}: fused/GEMV {ratio:.2f}, yet the policy takes "
+                         f"{'the GEMV' if small else 'fused_mma'}")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_the_split_model_picks_within_5_percent_of_the_fastest_timed_split_count() -> None:

@@ -518,7 +518,13 @@ def test_host_time_arithmetic_and_verdicts() -> None:
     assert host_time.verdict(row) == "met"
     assert host_time.verdict({**row, "eager_host_us": host_time.HOST_TARGET_US + 0.01}) == "missed"
     assert host_time.verdict({**row, "recording_host_us": host_time.RECORDING_TARGET_US + 0.01}) == "missed"
-    assert {c.path for c in host_time.CASES} == {"fused_mma", "prefill_vec8"}  # the default policy's choices
+    from nvfp4_harness.model import DeviceCaps
+    from nvfp4_kernels.model import Problem, select_path
+
+    for case in host_time.CASES:  # each case's path is the default policy's choice on an H200
+        problem = Problem("matmul", case.m, case.n, case.k, 16, "bfloat16", "cuda", True)
+        assert select_path(problem, DeviceCaps.simulated_gpu(9, 0), Policy()).path == case.path, case.name
+    assert {c.path for c in host_time.CASES} == {"gemv", "fused_mma", "prefill_vec8"}
 
 
 def test_host_rows_render_in_benchmarks_md() -> None:

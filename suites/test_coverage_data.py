@@ -31,23 +31,25 @@ def event_for(m, k, block_size=16, **kwargs):
     return simulated_event(m, k, block_size, dtype="bfloat16", **kwargs)
 
 
-#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+#: the default's GEMV range spelled out (M <= 8 on layers of at most 2^24 weights: every layer here)
 GEMV_ON = Policy(gemv_max_m=8)
-G, D = GEMV_ON, None  # a case's policy: the GEMV enabled, or the default
+#: every layer too large for the GEMV (its small_layer guard false)
+LARGE = Policy(gemv_max_weights=0)
+G, D, L = GEMV_ON, None, LARGE  # a case's policy
 
-#: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU; the GEMV
-#: cases (and those where one GEMV guard alone is false) enable it (the last two: fused_mma taken
-#: at M = 16, K = 128, and its M guard false at M = 129, past the default fused_max_m = 128)
+#: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU (fused_mma
+#: taken at M = 16, K = 128 and at M = 1 on a layer too large for the GEMV; its M guard false at
+#: M = 129, past the default fused_max_m = 128)
 FULL_CPU = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
             (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (16, 128, 16, True, D),
-            (129, 128, 16, True, D)]
-#: the ONNX Runtime lesson: decode-sized cases only, the GEMV enabled (it takes them all)
+            (129, 128, 16, True, D), (1, 128, 16, True, L)]
+#: the ONNX Runtime lesson: decode-sized cases only, on small layers (the GEMV takes them all)
 DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
-#: DECODE_ONLY and two more M = 1 calls (K = 40 -> prefill_vec8, K = 36 -> prefill_scalar): a
-#: percentage that rounds up at two places (DECODE_ONLY's rounds down)
-DECODE_AND_K_EDGES = DECODE_ONLY + [(1, 40, 16, True, G), (1, 36, 16, True, G)]
-#: decode-sized cases under the default policy on K % 128 == 0 layers: fused_mma takes them all
-DECODE_DEFAULT = [(1, 128, 16, True, D), (4, 256, 16, True, D), (8, 128, 16, True, D)]
+#: DECODE_ONLY, two more M = 1 calls (K = 40 -> prefill_vec8, K = 36 -> prefill_scalar) and one
+#: at M = 9 (prefill_vec8): a percentage that rounds up at two places (DECODE_ONLY's rounds down)
+DECODE_AND_K_EDGES = DECODE_ONLY + [(1, 40, 16, True, G), (1, 36, 16, True, G), (9, 32, 16, True, G)]
+#: decode-sized cases on K % 128 == 0 layers too large for the GEMV: fused_mma takes them all
+DECODE_LARGE_LAYERS = [(1, 128, 16, True, L), (4, 256, 16, True, L), (8, 128, 16, True, L)]
 
 
 def cpu_events(cases=FULL_CPU, test_prefix: str = "t"):
@@ -103,7 +105,7 @@ def test_cpu_run_judges_native_fp4_unreachable_and_uses_the_documented_denominat
 
 
 def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
-    """M <= gemv_max_m (8, the GEMV enabled) everywhere: the GEMV takes every call, so the fused
+    """M <= gemv_max_m (8) on small layers everywhere: the GEMV takes every call, so the fused
     path (which only follows the GEMV for M > gemv_max_m) and both prefill paths are never taken."""
     pairs = cpu_events(DECODE_ONLY)
     analysis = CoverageData.from_events(pairs).analyze()
@@ -127,18 +129,18 @@ def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
     assert len(analysis.failures(Requirement.parse(["gemv,nvfp4:prefill_scalar"]))) == 1
 
 
-def test_a_default_policy_decode_run_misses_the_gemv_and_both_prefill_paths():
-    """Counted by hand: under the default policy (gemv_max_m = 0, fused_max_m = 128) decode on
-    K % 128 == 0 layers takes fused_mma every time (1 path). Sides seen: gemv.m_in_range False
-    only (its block and K % 32 guards True), all three fused_mma guards True, all three vec8
-    guards True: 9 of the 18 reachable sides. 10/22 = 45.45%."""
-    pairs = cpu_events(DECODE_DEFAULT)
+def test_a_large_layer_decode_run_misses_the_gemv_and_both_prefill_paths():
+    """Counted by hand: decode on K % 128 == 0 layers too large for the GEMV takes fused_mma
+    every time (1 path). Sides seen: gemv.small_layer False only (its M, block and K % 32 guards
+    True), all three fused_mma guards True, all three vec8 guards True: 10 of the 20 reachable
+    sides. 11/24 = 45.83%."""
+    pairs = cpu_events(DECODE_LARGE_LAYERS)
     assert {e.path for e, _ in pairs} == {"fused_mma"}
     analysis = CoverageData.from_events(pairs).analyze()
     assert [p.name for p in analysis.missed_paths] == ["gemv", "prefill_vec8", "prefill_scalar"]
-    assert ("gemv", "m_in_range", True) in {(s.path, s.guard, s.passed) for s in analysis.missed_sides}
+    assert ("gemv", "small_layer", True) in {(s.path, s.guard, s.passed) for s in analysis.missed_sides}
     summary = CoverageData.from_events(pairs).to_dict()["summary"]
-    assert (summary["covered"], summary["total"], summary["percent"]) == (10, 22, 45.45)
+    assert (summary["covered"], summary["total"], summary["percent"]) == (11, 24, 45.83)
 
 
 def test_fail_under_is_strictly_below_the_percentage():
@@ -335,18 +337,19 @@ def test_per_device_coverage_counts_each_devices_own_guard_sides_and_sums_over_o
 
 def test_the_summary_rounds_percentages_to_two_places():
     """Counted by hand from the declarations: on the CPU 4 paths (native_fp4 unreachable) and
-    2 x 9 guard sides are reachable, 22 in all. DECODE_ONLY (M <= 8, block 16, K in {32, 64},
-    aligned, the GEMV enabled with gemv_max_m = 8) takes gemv (1 path) and sees 9 sides: all
-    three gemv guards True; fused_mma's M and block guards True, its K % 128 guard False; all
-    three vec8 guards True. 10/22 = 45.4545..%.
-    DECODE_AND_K_EDGES adds gemv.k_mod_32 False (K = 40, 36), vec8.k_mod_8 False (K = 36) and
-    the paths prefill_vec8 and prefill_scalar: 14/22 = 63.6363..%. One rounds down, one up."""
+    2 x 10 guard sides are reachable, 24 in all. DECODE_ONLY (M <= 8, block 16, K in {32, 64},
+    aligned, small layers) takes gemv (1 path) and sees 10 sides: all four gemv guards True;
+    fused_mma's M and block guards True, its K % 128 guard False; all three vec8 guards True.
+    11/24 = 45.8333..%.
+    DECODE_AND_K_EDGES adds gemv.k_mod_32 False (K = 40, 36), vec8.k_mod_8 False (K = 36),
+    gemv.m_in_range False (M = 9) and the paths prefill_vec8 and prefill_scalar: 16/24 =
+    66.6666..%. One rounds down, one up."""
     summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
-    assert summary["covered"] == 10 and summary["total"] == 22 and summary["percent"] == 45.45
-    assert summary["operators"]["nvfp4"]["percent"] == 45.45
+    assert summary["covered"] == 11 and summary["total"] == 24 and summary["percent"] == 45.83
+    assert summary["operators"]["nvfp4"]["percent"] == 45.83
     summary = CoverageData.from_events(cpu_events(DECODE_AND_K_EDGES)).to_dict()["summary"]
-    assert summary["covered"] == 14 and summary["total"] == 22 and summary["percent"] == 63.64
-    assert summary["operators"]["nvfp4"]["percent"] == 63.64
+    assert summary["covered"] == 16 and summary["total"] == 24 and summary["percent"] == 66.67
+    assert summary["operators"]["nvfp4"]["percent"] == 66.67
 
 
 def test_path_names_that_sort_before_all_reachable_are_still_paths():
@@ -399,9 +402,9 @@ def test_more_edges_the_mutation_run_found_untested():
     # an empty analysis is 100%, not 99 or 101; per-device percentages are rounded like the others
     assert CoverageData().analyze().percent == 100.0
     summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
-    assert summary["per_device"]["cpu"]["percent"] == 45.45
+    assert summary["per_device"]["cpu"]["percent"] == 45.83
     summary = CoverageData.from_events(cpu_events(DECODE_AND_K_EDGES)).to_dict()["summary"]
-    assert summary["per_device"]["cpu"]["percent"] == 63.64  # 14/22, rounded up (see above)
+    assert summary["per_device"]["cpu"]["percent"] == 66.67  # 16/24, rounded up (see above)
     # a path named before 'all-reachable' is required on its own, not as 'every reachable path'
     model = DispatchModel("alpha", [PathSpec("abc", guards=[Guard("big", "p > 5", lambda p, d, pol: p > 5)]),
                                     PathSpec("mid", guards=[Guard("medium", "p > 3", lambda p, d, pol: p > 3)]),

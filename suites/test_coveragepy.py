@@ -21,7 +21,7 @@ from nvfp4_kernels.model import MODEL, Policy
 ROOT = Path(__file__).resolve().parents[1]
 H200 = DeviceCaps("NVIDIA H200", (9, 0), index=0)  # as a real GPU run records it
 RC = "[run]\nbranch = True\nplugins = nvfp4_harness.engine.coveragepy\n"
-GEMV_ON = Policy(gemv_max_m=8)  # the policy that enables the GEMV (the default never takes it)
+GEMV_ON = Policy(gemv_max_m=8)  # the default's GEMV range, spelled out
 
 
 def body_lines(cu: Path, kernel: str) -> set[int]:

@@ -36,15 +36,17 @@ def events():
     nvfp4_kernels.remove_listener(seen.append)
 
 
-GEMV_ON = Policy(gemv_max_m=8)  # the default policy (gemv_max_m = 0) never takes the GEMV
+GEMV_ON = Policy(gemv_max_m=8)  # the default's GEMV range, spelled out
+LARGE = Policy(gemv_max_weights=0)  # every layer too large for the GEMV: decode goes fused or to prefill
 FUSED_256 = Policy(fused_max_m=256)  # the fused kernel's own limit; the default stops at M = 64
 
 
 # Expected paths are the table of docs/paths.md read by hand for each shape and policy.
 @pytest.mark.parametrize("m,k,block_size,policy,path", [
     (1, 64, 16, GEMV_ON, "gemv"), (8, 64, 16, GEMV_ON, "gemv"), (9, 64, 16, GEMV_ON, "prefill_vec8"),
-    (1, 64, 16, None, "prefill_vec8"),      # default policy: no GEMV, and K % 128 != 0 refuses fused
-    (1, 128, 16, None, "fused_mma"),        # default policy: decode goes fused where K % 128 == 0
+    (1, 64, 16, None, "gemv"),              # default policy: decode on a small layer takes the GEMV
+    (1, 64, 16, LARGE, "prefill_vec8"),     # layer too large for the GEMV, and K % 128 != 0 refuses fused
+    (1, 128, 16, LARGE, "fused_mma"),       # layer too large for the GEMV: decode goes fused
     (4, 40, 16, GEMV_ON, "prefill_vec8"),   # K % 32 != 0 with M <= 8: prefill
     (4, 64, 32, GEMV_ON, "prefill_vec8"),   # block size != 16: no gemv
     (4, 64, 6, None, "prefill_vec8"),       # even block size crossing chunks
@@ -157,7 +159,7 @@ def test_gemv_and_prefill_are_close_to_a_float64_reference(dtype):
         a = _acts(m, 256, dtype)
         dot = a.astype(np.float64) @ w.T
         ref = dot + bias.astype(np.float64)
-        # the GEMV must be enabled to be forced (the default policy has gemv_max_m = 0)
+        # a forced path's guards must hold: the GEMV's M range spelled out
         y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(gemv_max_m=8, force_path=path))
         err = np.abs(y.astype(np.float64) - ref)
         # a rounding of the dot (prefill) and of the sum, plus fp32 accumulation error
@@ -285,9 +287,10 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
     # N = 70: 70 % 32 = 6, where 70 ^ 32, 70 // 32 and 70 - 32 all differ (N = 33 would not tell)
     problem = Problem("matmul", 9, 70, 70, 7, "bfloat16", "cpu", False, "B at address 0x1001 is not 4-byte aligned")
     # fused_max_m = 100, not the default 256: a detail printing the kernel's limit is caught
-    policy = Policy(gemv_max_m=8, fused_max_m=100, native_fp4_enabled=False)
+    policy = Policy(gemv_max_m=8, gemv_max_weights=4000, fused_max_m=100, native_fp4_enabled=False)
     want = {
         "gemv.m_in_range": "M=9, gemv_max_m=8",
+        "gemv.small_layer": "N*K=4900, gemv_max_weights=4000",
         "gemv.block_size_16": "block_size=7",
         "gemv.k_mod_32": "K=70, K % 32 = 6",
         "native_fp4.arch_sm120": "device cpu",

@@ -8,8 +8,9 @@ arithmetic rounded exactly that way:
 * GEMV and fused_mma: ``to_T(sum + bias)`` - bias added in fp32 before the single rounding;
 * prefill: ``to_T(to_T(sum) + bias)`` - the matmul rounds, then the bias add rounds again.
 
-The default policy never takes the GEMV (``gemv_max_m = 0``), so the GEMV's checks run
-under :data:`GEMV_ON`, a policy that enables it. A GEMV that rounds before adding the bias, a
+The default policy takes the GEMV at M <= 8 on every layer these tests build (all far below
+its 2^24 weights), so the other paths' decode-sized checks run under :data:`LARGE`, a policy
+under which every layer is too large for the GEMV. A GEMV that rounds before adding the bias, a
 kernel that accumulates in fp16, a swapped nibble or a scale read one block early all change
 bits here, and the values below are chosen so that single and double rounding really differ
 (e.g. bf16: sum = 1 + 2^-9, bias = 2^-8).
@@ -41,8 +42,9 @@ def _cuda_ok() -> bool:
 
 
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
-#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+#: the default's GEMV range, spelled out
 GEMV_ON = Policy(gemv_max_m=8)
+LARGE = Policy(gemv_max_weights=0)  # every layer too large for the GEMV
 #: the paths that add the bias in fp32 before their one rounding (docs/contract.md)
 SINGLE_ROUNDING = ("gemv", "fused_mma")
 
@@ -104,9 +106,9 @@ def test_gemv_adds_bias_before_its_single_rounding(dtype: str, tail: float, bias
     y, path = call(a, b, s, 1.0, 16, bias, backend, policy=GEMV_ON)
     assert path == "gemv"
     assert_bitwise_equal(single, y, "GEMV: one rounding of sum + bias")
-    y, path = call(a, b, s, 1.0, 16, bias, backend)
-    assert path == "prefill_vec8", "K = 32 under the default policy: no GEMV, K % 128 != 0 refuses fused_mma"
-    assert_bitwise_equal(double, y, "default policy (prefill_vec8): matmul rounded, then bias added and rounded")
+    y, path = call(a, b, s, 1.0, 16, bias, backend, policy=LARGE)
+    assert path == "prefill_vec8", "K = 32 on a layer too large for the GEMV: K % 128 != 0 refuses fused_mma"
+    assert_bitwise_equal(double, y, "prefill_vec8: matmul rounded, then bias added and rounded")
     for prefill in ("prefill_vec8", "prefill_scalar"):
         y, path = call(a, b, s, 1.0, 16, bias, backend, prefill)
         assert path == prefill
@@ -124,10 +126,10 @@ def test_partial_sums_beyond_half_precision_are_kept(dtype: str, path: str, back
     assert_bitwise_equal(to_t(np.array([[1.0]]), dtype), y, f"{path}: fp32 accumulation")
 
 
-EXACT_CASES = [  # (M, N, K, block_size, natural path); gemv cases run under GEMV_ON, the others the default
+EXACT_CASES = [  # (M, N, K, block_size, natural path); gemv cases run under the default, the others under LARGE
     (1, 16, 64, 16, "gemv"), (4, 24, 128, 16, "gemv"), (8, 8, 256, 16, "gemv"),
     (1, 16, 128, 16, "fused_mma"), (8, 24, 256, 16, "fused_mma"), (64, 8, 128, 16, "fused_mma"),
-    (1, 16, 96, 16, "prefill_vec8"),  # decode under the default policy where K % 128 != 0
+    (1, 16, 96, 16, "prefill_vec8"),  # decode on a layer too large for the GEMV where K % 128 != 0
     (9, 16, 64, 16, "prefill_vec8"), (1, 16, 48, 6, "prefill_vec8"), (12, 8, 40, 2, "prefill_vec8"),
     (9, 16, 96, 32, "prefill_vec8"), (9, 8, 64, 12, "prefill_vec8"), (3, 8, 56, 4, "prefill_vec8"),
     (9, 16, 62, 7, "prefill_scalar"), (1, 8, 36, 16, "prefill_scalar"), (9, 8, 40, 5, "prefill_scalar"),
@@ -159,7 +161,7 @@ def test_every_path_is_exact_where_the_arithmetic_is(m, n, k, bs, natural, dtype
         "single": to_t(sums + bias64, dtype),
         "prefill": to_t(to_t(sums, dtype).astype(np.float64) + bias64, dtype),
     }
-    policy = GEMV_ON if natural == "gemv" else None
+    policy = None if natural == "gemv" else LARGE
     paths = [natural] + (["prefill_vec8", "prefill_scalar"] if natural in SINGLE_ROUNDING else [])
     if natural == "prefill_vec8":
         paths.append("prefill_scalar")

@@ -23,16 +23,19 @@ if not torch.cuda.is_available():
 
 import nvfp4_kernels  # noqa: E402
 
-#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it); one object, so
-#: the fast path's plans (kept per policy object) are reused from call to call
+#: the default's GEMV range spelled out (M <= 8 on layers of at most 2^24 weights: every layer
+#: here), and a policy under which every layer is too large for the GEMV, so decode goes fused;
+#: one object each, so the fast path's plans (kept per policy object) are reused from call to call
 GEMV_ON = Policy(gemv_max_m=8)
+LARGE = Policy(gemv_max_weights=0)
 #: (name, M, N, K, block size, dtype, with bias, policy (None: the default), the path the dispatcher takes)
 CALLS = [
     ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, GEMV_ON, "gemv"),
     ("gemv-m8-bias", 8, 200, 320, 16, torch.float16, True, GEMV_ON, "gemv"),
-    ("fused-m1", 1, 256, 512, 16, torch.bfloat16, False, None, "fused_mma"),     # decode, the default policy
-    ("fused-m1-split", 1, 1024, 4096, 16, torch.bfloat16, True, None, "fused_mma"),  # K split, summed in the launch
-    ("fused-m8-split", 8, 1024, 4096, 16, torch.bfloat16, False, None, "fused_mma"),  # K split, finalize kernel
+    ("gemv-m1-default", 1, 256, 512, 16, torch.bfloat16, False, None, "gemv"),  # decode on a small layer, default
+    ("fused-m1", 1, 256, 512, 16, torch.bfloat16, False, LARGE, "fused_mma"),  # decode, the GEMV refusing the layer
+    ("fused-m1-split", 1, 1024, 4096, 16, torch.bfloat16, True, LARGE, "fused_mma"),  # K split, summed in the launch
+    ("fused-m8-split", 8, 1024, 4096, 16, torch.bfloat16, False, LARGE, "fused_mma"),  # K split, finalize kernel
     ("fused-m64-bias", 64, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # one 64-row M tile
     ("fused-m128-bias", 128, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M
     ("vec8-m129", 129, 256, 512, 16, torch.bfloat16, True, None, "prefill_vec8"),  # past fused_max_m = 128
@@ -168,7 +171,7 @@ def test_a_plan_announces_one_event_object_and_a_recorder_counts_every_call(monk
     events = [r.event for r in rec.events]
     assert len(events) == 7 and all(e is events[1] for e in events[1:])
     op = rec.coverage().operator("nvfp4")
-    assert op.paths["fused_mma"].hits == 7 and op.paths["fused_mma"].tests["t"] == 7
+    assert op.paths["gemv"].hits == 7 and op.paths["gemv"].tests["t"] == 7  # M = 1 on a small layer
     assert len(rec) == 7
 
 
@@ -241,7 +244,7 @@ def test_split_calls_on_two_streams_each_get_their_own_workspace(monkeypatch):
     partials) give the bits of calls on one stream."""
     monkeypatch.setattr(fast, "ENABLED", True)
     a, b, s, g, bias = operands(1, 1024, 4096, 16, torch.bfloat16, True, seed=9)  # a split fused call
-    want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+    want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=LARGE)
     plan = next(p for p in fast._plans.values() if p.b_ref() is b)
     assert plan.workspace_floats > 0
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
@@ -250,7 +253,7 @@ def test_split_calls_on_two_streams_each_get_their_own_workspace(monkeypatch):
     outs = []
     for i in range(8):
         with torch.cuda.stream(streams[i % 2]):
-            outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias))
+            outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=LARGE))
     torch.cuda.synchronize()
     assert all(compare_bitwise(out, want) for out in outs)
 
@@ -275,11 +278,11 @@ def test_a_single_row_split_k_call_is_one_launch(monkeypatch, m, launches):
     assert cuda_backend.fused_splits(n, k, m) > 1  # the shape must split K for the check to mean anything
     a, b, s, g, _ = operands(m, n, k, 16, torch.bfloat16, False, seed=m)
     monkeypatch.setattr(fast, "ENABLED", False)
-    want = nvfp4_kernels.nvfp4_matmul(a, b, s, g)  # the full path
+    want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, policy=LARGE)  # the full path
     monkeypatch.setattr(fast, "ENABLED", True)
-    nvfp4_kernels.nvfp4_matmul(a, b, s, g)  # builds the plan
+    nvfp4_kernels.nvfp4_matmul(a, b, s, g, policy=LARGE)  # builds the plan
     got = []
-    names = _kernels_launched(lambda: got.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g)))
+    names = _kernels_launched(lambda: got.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, policy=LARGE)))
     assert len(names) == launches and "nvfp4_fused_mma_kernel" in names[0], names
     assert launches == 1 or "splitk_finalize" in names[1], names
     assert compare_bitwise(want, got[0])
@@ -295,7 +298,7 @@ def test_threads_on_their_own_streams_share_a_plan_and_keep_their_workspaces(mon
     monkeypatch.setattr(fast, "ENABLED", True)
     for m in (1, 4):
         a, b, s, g, bias = operands(m, 1024, 4096, 16, torch.bfloat16, True, seed=21 + m)
-        want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias)
+        want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=LARGE)
         torch.cuda.synchronize()
 
         def worker(_, a=a, b=b, s=s, g=g, bias=bias):
@@ -304,7 +307,7 @@ def test_threads_on_their_own_streams_share_a_plan_and_keep_their_workspaces(mon
             outs = []
             with torch.cuda.stream(stream):
                 for _ in range(100):
-                    outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias))
+                    outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=LARGE))
             stream.synchronize()
             return outs
 

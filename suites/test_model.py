@@ -22,14 +22,16 @@ pytestmark = pytest.mark.dispatch
 STEPS = 32
 CONFIG = ModelConfig()
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
-#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
-GEMV_ON = Policy(gemv_max_m=8)
+#: every layer too large for the GEMV: decode steps go to fused_mma or prefill_vec8
+LARGE = Policy(gemv_max_weights=0)
 
 
-def default_decode_path(k: int, block_size: int) -> str:
-    """The path of a decode step (M = 1, aligned buffers) under the default policy, from the
-    guard table of docs/paths.md: no GEMV (gemv_max_m = 0); fused_mma where block 16 and
-    K % 128 == 0 (M = 1 <= fused_max_m = 128); otherwise prefill_vec8 (K % 8 == 0, even block)."""
+def large_layer_decode_path(k: int, block_size: int) -> str:
+    """The path of a decode step (M = 1, aligned buffers) when the GEMV refuses the layer as too
+    large (LARGE), from the guard table of docs/paths.md: fused_mma where block 16 and
+    K % 128 == 0 (M = 1 <= fused_max_m = 128); otherwise prefill_vec8 (K % 8 == 0, even block).
+    Under the default policy every decode step takes the GEMV (M = 1 <= gemv_max_m = 8, block 16,
+    K % 32 == 0, and the tiny model's layers are far below 2^24 weights)."""
     if block_size == 16 and k % 128 == 0:
         return "fused_mma"
     assert k % 8 == 0 and block_size % 2 == 0, "the tiny model's shapes all satisfy vec8's guards"
@@ -63,23 +65,25 @@ def test_greedy_tokens_are_golden_and_independent_of_the_prefill_path(backend: s
         assert {(e.path, e.problem.m, e.forced) for e in prefill} == {(path, len(PROMPT), True)}, (
             "the prompt's forward pass must run every linear through the forced prefill path")
         assert len(decode) == per_forward * (STEPS - 1)
-        # restated from the layer shapes: K = hidden (64) goes to vec8, K = intermediate (128) to fused_mma
-        want = [(default_decode_path(lin.in_features, lin.block_size), 1, lin.in_features)
-                for lin in model.linears()] * (STEPS - 1)
-        assert [(e.path, e.problem.m, e.problem.k) for e in decode] == want, (
-            "decode steps must take the default policy's paths for their layer's K")
-        assert {path for path, _, _ in want} == {"fused_mma", "prefill_vec8"}
+        # the default policy: every layer is small, so every decode step takes the GEMV
+        assert [(e.path, e.problem.m) for e in decode] == [("gemv", 1)] * len(decode), (
+            "decode steps must take the default policy's GEMV")
         assert {e.backend for e in matmuls} == {backend}
     vec8, scalar = runs["prefill_vec8"], runs["prefill_scalar"]
     assert_bitwise_equal(vec8.prefill_logits, scalar.prefill_logits, "prompt logits, vec8 vs scalar prefill")
     assert vec8.tokens == scalar.tokens
     unforced = generate(model, PROMPT, STEPS)  # the default policy's own choice
     assert unforced.tokens == vec8.tokens
-    with shapes.dispatch_events() as events, nvfp4_kernels.policy_scope(GEMV_ON):
-        gemv_decode = generate(model, PROMPT, STEPS)  # the GEMV enabled: every decode step takes it
+    with shapes.dispatch_events() as events, nvfp4_kernels.policy_scope(LARGE):
+        large_decode = generate(model, PROMPT, STEPS)  # the GEMV refuses every layer as too large
     decode = [e for e in events if e.op == "matmul"][per_forward:]
-    assert {(e.path, e.problem.m) for e in decode} == {("gemv", 1)}, "decode steps must take the enabled GEMV"
-    assert gemv_decode.tokens == vec8.tokens
+    # restated from the layer shapes: K = hidden (64) goes to vec8, K = intermediate (128) to fused_mma
+    want = [(large_layer_decode_path(lin.in_features, lin.block_size), 1, lin.in_features)
+            for lin in model.linears()] * (STEPS - 1)
+    assert [(e.path, e.problem.m, e.problem.k) for e in decode] == want, (
+        "decode steps must take fused_mma or prefill_vec8 by their layer's K when the GEMV refuses them")
+    assert {path for path, _, _ in want} == {"fused_mma", "prefill_vec8"}
+    assert large_decode.tokens == vec8.tokens
     assert len(vec8.tokens) == STEPS and all(0 <= t < CONFIG.vocab for t in vec8.tokens)
     ids = np.array(vec8.tokens, dtype=np.int64)
     golden.check(f"model/tiny-lm-{model_fingerprint(CONFIG)}/greedy-{STEPS}", ids, key=golden.key_for(backend))

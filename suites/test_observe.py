@@ -33,8 +33,8 @@ def recorded_traces() -> dict[str, list[str]]:
 #: each recorded call's problem, as its name in the trace states it (harness/nvfp4/gpu_check.py,
 #: check_observe, makes these calls)
 PROBLEMS = {
-    "matmul M=1 (fused_mma)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
-    "matmul M=1, gemv_max_m=8 (gemv)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
+    "matmul M=1 (gemv)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
+    "matmul M=1, gemv_max_weights=0 (fused_mma)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
     "matmul M=64 (fused_mma)": Problem("matmul", 64, 1024, 1024, 16, "float16", "cuda"),
     "matmul M=192 (prefill_vec8)": Problem("matmul", 192, 1024, 1024, 16, "float16", "cuda"),
     "matmul block 7 (prefill_scalar)": Problem("matmul", 64, 1024, 1022, 7, "bfloat16", "cuda"),
@@ -42,7 +42,7 @@ PROBLEMS = {
     "dequantize block 7 (prefill_scalar)": Problem("dequantize", None, 1024, 1022, 7, "bfloat16", "cuda"),
 }
 #: the policy each call was made under (check_observe passes it); the default elsewhere
-POLICIES = {"matmul M=1, gemv_max_m=8 (gemv)": Policy(gemv_max_m=8)}
+POLICIES = {"matmul M=1, gemv_max_weights=0 (fused_mma)": Policy(gemv_max_weights=0)}
 
 
 def recorded_policy(call: str) -> Policy:
@@ -54,7 +54,7 @@ def test_the_committed_run_observed_every_call_of_check_observe():
     launching its path's kernel (a run recorded before the fused path would lack two of them)."""
     assert set(recorded_traces()) == set(PROBLEMS)
     fused = MODEL.path("fused_mma")
-    assert any(fused.matches(name) for name in recorded_traces()["matmul M=1 (fused_mma)"])
+    assert any(fused.matches(name) for name in recorded_traces()["matmul M=1, gemv_max_weights=0 (fused_mma)"])
 
 
 @pytest.mark.parametrize("call", sorted(PROBLEMS))
@@ -72,19 +72,19 @@ def test_recorded_h200_traces_map_to_the_path_the_model_predicts(call):
 
 def test_a_disagreement_is_a_finding():
     names = recorded_traces()["matmul M=192 (prefill_vec8)"]
-    decode = Problem("matmul", 1, 1024, 1024, 16, "float16", "cuda")  # the default policy predicts fused_mma
+    decode = Problem("matmul", 1, 1024, 1024, 16, "float16", "cuda")  # the default policy predicts the GEMV
     event = observed_event(MODEL, names, decode, device=H200, op="matmul", policy=Policy())
-    assert event.path == "prefill_vec8" and event.predicted == "fused_mma"
-    assert event.finding == "the model predicts 'fused_mma', the launched kernels show 'prefill_vec8'"
+    assert event.path == "prefill_vec8" and event.predicted == "gemv"
+    assert event.finding == "the model predicts 'gemv', the launched kernels show 'prefill_vec8'"
 
 
 def test_launches_no_pattern_explains_and_ambiguous_launches_are_findings():
-    problem = PROBLEMS["matmul M=1 (fused_mma)"]
+    problem = PROBLEMS["matmul M=1 (gemv)"]
     none = observed_event(MODEL, ["some_other_kernel", "memset_kernel"], problem, device=H200, op="matmul",
                           policy=Policy())
     assert none.path is None
     assert none.finding == ("no declared path matches the launched kernels [some_other_kernel, memset_kernel]; "
-                            "the model predicts 'fused_mma'")  # M = 1, K % 128 == 0: the default
+                            "the model predicts 'gemv'")  # M = 1 on a small layer: the default
     assert none.unmatched == ("some_other_kernel", "memset_kernel")
     both = observed_event(MODEL, ["nvfp4_dequant_vec8_kernel<h>", "nvfp4_dequant_scalar_kernel<h>"], problem,
                           device=H200, op="matmul", policy=Policy())
@@ -104,14 +104,14 @@ def test_the_most_specific_path_wins_and_shared_kernels_are_not_unmatched():
 
 def test_replayed_observations_are_recorded_and_findings_fail_the_analysis():
     traces = recorded_traces()
-    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=1 (fused_mma)", "matmul M=192 (prefill_vec8)")]
+    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=64 (fused_mma)", "matmul M=192 (prefill_vec8)")]
     calls.append((Problem("matmul", 2, 1024, 1024, 16, "float16", "cuda"), traces["matmul M=192 (prefill_vec8)"]))
     with recording("replay") as rec:
         observe_names(MODEL, calls, device=H200, op="matmul", policy=Policy())
     op = rec.coverage().operator("nvfp4")
     assert op.paths["fused_mma"].hits == 1 and op.paths["prefill_vec8"].hits == 2
     [(message, finding)] = op.findings.items()
-    assert message == "the model predicts 'fused_mma', the launched kernels show 'prefill_vec8'" and finding.count == 1
+    assert message == "the model predicts 'gemv', the launched kernels show 'prefill_vec8'" and finding.count == 1
     failures = rec.coverage().analyze().failures()
     assert failures == [f"finding in nvfp4: {message} (1 call; e.g. replay); the declared model is wrong or the "
                         f"code changed: fix the model or the dispatcher"]

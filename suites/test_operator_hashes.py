@@ -85,8 +85,8 @@ def operands(config: OpConfig, backend: str) -> tuple[ShapeCase, shapes.Operands
 
 
 def _forced(path: str):
-    """Force ``path``; a forced path's guards must still hold, and the GEMV's M range is empty
-    under the default policy (gemv_max_m = 0), so the policy enables the GEMV for GEMV_MS."""
+    """Force ``path``; a forced path's guards must still hold, so the policy's GEMV range covers
+    GEMV_MS (the default's is M <= 8, spelled out)."""
     return Policy(gemv_max_m=max(GEMV_MS), force_path=path)
 
 

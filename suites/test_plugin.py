@@ -20,9 +20,9 @@ def select_path(problem, caps, policy):
 
 pytest_plugins = ["pytester"]
 
-#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it); a case whose
-#: ``gemv`` flag is set runs under it
-GEMV_ON = Policy(gemv_max_m=8)
+#: the policy under which every layer is too large for the GEMV (gemv_max_weights = 0); a case
+#: whose ``large`` flag is set runs under it (the default takes the GEMV at M <= 8 on every layer here)
+LARGE = Policy(gemv_max_weights=0)
 
 CONFTEST = '''
 import numpy as np
@@ -31,8 +31,8 @@ from nvfp4_kernels import nvfp4
 from nvfp4_kernels.model import Policy
 
 
-def run_case(m, k, block_size=16, misaligned=False, gemv=False, n=32):
-    """One matmul; ``gemv=True`` runs it under a policy that enables the GEMV (gemv_max_m = 8)."""
+def run_case(m, k, block_size=16, misaligned=False, large=False, n=32):
+    """One matmul; ``large=True`` runs it under a policy that refuses every layer to the GEMV."""
     rng = np.random.default_rng(1000 * m + 10 * k + block_size)
     b, s, g = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), block_size)
     if misaligned:  # the same bytes starting off a 4-byte boundary
@@ -42,23 +42,24 @@ def run_case(m, k, block_size=16, misaligned=False, gemv=False, n=32):
         view[...] = b
         b = view
     a = rng.standard_normal((m, k)).astype(np.float16)
-    return nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size, policy=Policy(gemv_max_m=8) if gemv else None)
+    return nvfp4_kernels.nvfp4_matmul(a, b, s, g, block_size, policy=Policy(gemv_max_weights=0) if large else None)
 '''
 
-#: (m, k, block_size, misaligned, gemv): every reachable path and guard side on the CPU; the GEMV
-#: cases (and those where one GEMV guard alone is false) enable it; (16, 128, 16) takes fused_mma
-#: and (129, 128, 16) is past its default M range (fused_max_m = 128)
-FULL = [(1, 32, 16, False, True), (16, 64, 16, False, False), (1, 64, 32, False, True), (1, 40, 16, False, True),
-        (16, 36, 16, False, False), (16, 40, 5, False, False), (16, 64, 16, True, False), (3, 64, 16, False, True),
-        (16, 128, 16, False, False), (129, 128, 16, False, False)]
-#: every case decode-sized with the GEMV enabled, as in the ONNX Runtime suite that never ran its
-#: prefill kernel
-DECODE_ONLY = [(1, 32, 16, False, True), (4, 64, 16, False, True), (8, 32, 16, False, True),
-               (2, 96, 16, False, True)]
+#: (m, k, block_size, misaligned, large): every reachable path and guard side on the CPU;
+#: (16, 128, 16) takes fused_mma, (129, 128, 16) is past its default M range (fused_max_m = 128)
+#: and (1, 128, 16) on a layer too large for the GEMV takes it at decode
+FULL = [(1, 32, 16, False, False), (16, 64, 16, False, False), (1, 64, 32, False, False),
+        (1, 40, 16, False, False), (16, 36, 16, False, False), (16, 40, 5, False, False),
+        (16, 64, 16, True, False), (3, 64, 16, False, False), (16, 128, 16, False, False),
+        (129, 128, 16, False, False), (1, 128, 16, False, True)]
+#: every case decode-sized on small layers (the GEMV takes them all), as in the ONNX Runtime
+#: suite that never ran its prefill kernel
+DECODE_ONLY = [(1, 32, 16, False, False), (4, 64, 16, False, False), (8, 32, 16, False, False),
+               (2, 96, 16, False, False)]
 
 
-def _policy(gemv: bool) -> Policy:
-    return GEMV_ON if gemv else Policy()
+def _policy(large: bool) -> Policy:
+    return LARGE if large else Policy()
 
 
 def suite_source(cases) -> str:
@@ -68,9 +69,9 @@ from conftest import run_case
 
 
 @pytest.mark.dispatch
-@pytest.mark.parametrize("m,k,block_size,misaligned,gemv", {cases!r})
-def test_case(m, k, block_size, misaligned, gemv):
-    run_case(m, k, block_size, misaligned, gemv)
+@pytest.mark.parametrize("m,k,block_size,misaligned,large", {cases!r})
+def test_case(m, k, block_size, misaligned, large):
+    run_case(m, k, block_size, misaligned, large)
 '''
 
 
@@ -87,8 +88,8 @@ def expected_coverage(cases) -> tuple[int, int]:
     """(covered, total) for a CPU run of ``cases``, from the declarations and select_path."""
     cpu = DeviceCaps.cpu()
     paths_taken, sides_seen = set(), set()
-    for m, k, bs, misaligned, gemv in cases:
-        sel = select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not misaligned, ""), cpu, _policy(gemv))
+    for m, k, bs, misaligned, large in cases:
+        sel = select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not misaligned, ""), cpu, _policy(large))
         paths_taken.add(sel.path)
         sides_seen.update((o.key, o.passed) for o in sel.outcomes)
     reachable = {p.name for p in MODEL.paths if p.unreachable_reason(cpu) is None}
@@ -125,7 +126,7 @@ def test_full_suite_passes_and_lists_native_fp4_unreachable_with_its_reason(pyte
     result.stdout.no_fnmatch_line("*FAILED*")
     for name in ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar"):
         hits = sum(select_path(Problem("matmul", m, 32, k, bs, "float16", "cpu", not mis),
-                               DeviceCaps.cpu(), _policy(gemv)).path == name for m, k, bs, mis, gemv in FULL)
+                               DeviceCaps.cpu(), _policy(large)).path == name for m, k, bs, mis, large in FULL)
         result.stdout.fnmatch_lines([f"{name} *{hits} *{hits}"])  # each case is its own test
 
 
@@ -173,7 +174,7 @@ def warm():
     pytester.makepyfile(test_attr='''
 from conftest import run_case
 
-run_case(1, 32, gemv=True)               # collection time: belongs to no test
+run_case(1, 32)               # collection time: belongs to no test
 
 
 def test_one(warm):
@@ -182,7 +183,7 @@ def test_one(warm):
 
 
 def test_two():
-    run_case(1, 32, gemv=True)
+    run_case(1, 32)
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-report=json:out/cov.json",
                                 "--dispatch-report=markdown:out/cov.md", "--dispatch-report=lcov")
@@ -246,7 +247,7 @@ from toy_op import toy
 
 @pytest.mark.parametrize("m", [1, 16])
 def test_nvfp4(m):
-    run_case(m, 64, gemv=True)
+    run_case(m, 64)
 
 
 def test_toy():
@@ -290,7 +291,7 @@ def broken(event):
 
 def test_call_survives():
     add_listener(broken)
-    y = run_case(1, 32, gemv=True)  # the operator's result still arrives
+    y = run_case(1, 32)  # the operator's result still arrives
     assert y.shape == (1, 32)
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch", "-W", "ignore::RuntimeWarning")
@@ -304,8 +305,9 @@ def test_call_survives():
 def test_a_schema_version_1_file_still_reports(tmp_path, capsys):
     """The GPU coverage committed by nvfp4-harness 0.1 (schema version 1) loads as the NVFP4
     operator with the fingerprint of the declarations it was recorded under: 0.1's four paths,
-    which are today's model without fused_mma. It merges with data of that model; with data of
-    today's model (five paths) it refuses, naming both fingerprints."""
+    which are today's model without fused_mma and without the GEMV's small_layer guard. It merges
+    with data of that model; with data of today's model (five paths) it refuses, naming both
+    fingerprints."""
     from nvfp4_harness.engine import report
     from nvfp4_harness.engine.data import CoverageData
     from nvfp4_harness.model import ModelConflict
@@ -316,7 +318,8 @@ def test_a_schema_version_1_file_still_reports(tmp_path, capsys):
     assert (doc["format"], doc["version"]) == ("nvfp4-dispatch-coverage", 1)
     assert "fused_mma" not in doc["paths"], "a version 1 file predates the fused path"
     four_paths = declaration_fingerprint(MODEL.name, MODEL.ops, MODEL.shortcuts, [
-        (p.name, p.ops, [(g.name, g.description) for g in p.guards]) for p in MODEL.paths if p.name != "fused_mma"])
+        (p.name, p.ops, [(g.name, g.description) for g in p.guards if (p.name, g.name) != ("gemv", "small_layer")])
+        for p in MODEL.paths if p.name != "fused_mma"])
     data = CoverageData.read(legacy)
     op = data.operator("nvfp4")
     assert op.fingerprint == four_paths != MODEL.fingerprint

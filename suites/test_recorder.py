@@ -14,7 +14,7 @@ from nvfp4_harness.engine.recorder import Recorder, recording
 from nvfp4_kernels import nvfp4
 from nvfp4_kernels.model import Policy
 
-#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+#: the default's GEMV range, spelled out
 GEMV_ON = Policy(gemv_max_m=8)
 
 

@@ -29,16 +29,18 @@ def event_for(m, k, block_size=16, **kwargs):
     return simulated_event(m, k, block_size, dtype="float16", **kwargs)
 
 
-#: the policy that enables the GEMV (the default, gemv_max_m = 0, never takes it)
+#: the default's GEMV range spelled out (M <= 8 on layers of at most 2^24 weights: every layer here)
 GEMV_ON = Policy(gemv_max_m=8)
-G, D = GEMV_ON, None  # a case's policy: the GEMV enabled, or the default
-#: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU; the GEMV
-#: cases (and those where one GEMV guard alone is false) enable it; (16, 128, 16) takes fused_mma
-#: and (129, 128, 16) is past its default M range (fused_max_m = 128)
+#: every layer too large for the GEMV (its small_layer guard false)
+LARGE = Policy(gemv_max_weights=0)
+G, D, L = GEMV_ON, None, LARGE  # a case's policy
+#: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU;
+#: (16, 128, 16) takes fused_mma, (129, 128, 16) is past its default M range (fused_max_m = 128)
+#: and (1, 128, 16) on a layer too large for the GEMV takes it at decode
 FULL = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
         (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (2, 64, 16, True, G),
-        (16, 128, 16, True, D), (129, 128, 16, True, D)]
-#: decode-sized cases with the GEMV enabled: they all take it
+        (16, 128, 16, True, D), (129, 128, 16, True, D), (1, 128, 16, True, L)]
+#: decode-sized cases on small layers: the GEMV takes them all
 DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
 
 

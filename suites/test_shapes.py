@@ -92,10 +92,14 @@ def test_matrix_contains_the_required_edges() -> None:
     cpu = shapes.cases(include_gpu=False)
     ms = {c.m for c in cpu if c.op == "matmul"}
     assert {0, 1, 8, 9, 128, 129, 256, 257} <= ms  # GEMV edge (gemv_max_m = 8), fused edges 128 and 256
-    # the default policy refuses the GEMV at M = 1: decode goes fused where K % 128 == 0, vec8 elsewhere
+    # the default policy takes decode on a small layer through the GEMV; on a layer too large for
+    # it, decode goes fused where K % 128 == 0, vec8 elsewhere
     default_m1 = {c.path for c in cpu if c.m == 1 and c.policy == Policy() and c.block_size == 16
                   and c.k % 32 == 0}
-    assert {"fused_mma", "prefill_vec8"} <= default_m1
+    assert default_m1 == {"gemv"}
+    large_m1 = {c.path for c in cpu if c.m == 1 and c.policy == shapes.LARGE_LAYERS_POLICY
+                and c.block_size == 16 and c.k % 32 == 0}
+    assert {"fused_mma", "prefill_vec8"} <= large_m1
     assert {c.k % 8 for c in cpu} == {0, 2, 4, 6}
     assert any(c.m is not None and 1 <= c.m <= 8 and c.k % 32 and c.path.startswith("prefill") for c in cpu)
     block_sizes = {c.block_size for c in cpu}

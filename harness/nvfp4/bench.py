@@ -731,10 +731,12 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
         results["provenance"]["wall_s"] = round(runner.elapsed(), 1)
         results["provenance"]["torch_compile"] = dict(runner.compile_modes)
         if "sweep" in plan.sections:
-            results["crossover"] = crossover(runner.rows, *plan.sweep_shape, Policy().gemv_max_m)
+            results["crossover"] = crossover(runner.rows, *plan.sweep_shape,
+                                             Policy().gemv_max_m_for(*plan.sweep_shape))
         if "paths" in plan.sections:
-            results["path_choice"] = path_choice(runner.rows, plan.paths_shapes, Policy().gemv_max_m,
-                                                 Policy().fused_max_m)
+            # the GEMV's range on these shapes (0 on layers above the policy's gemv_max_weights)
+            gemv_max_m = max(Policy().gemv_max_m_for(n, k) for n, k in plan.paths_shapes)
+            results["path_choice"] = path_choice(runner.rows, plan.paths_shapes, gemv_max_m, Policy().fused_max_m)
         if "replay" in plan.sections:
             results["replay"] = replay_summary(load_layers(plan.layers), runner.rows, plan.replay_tokens)
         saved[:] = [write_results(results, out_dir)]

@@ -105,8 +105,9 @@ def _matmul_bound(a64: np.ndarray, w64: np.ndarray, bias64: np.ndarray, dtype: s
     return ref, rounding + accumulation + 1e-30
 
 
-#: each path forced with its M guard opened to its kernel's limit (a forced path's guards must hold)
-FORCED = {path: Policy(force_path=path, gemv_max_m=8, fused_max_m=256)
+#: each path forced with its M guard opened to its kernel's limit and the GEMV's layer limit lifted
+#: (a forced path's guards must hold)
+FORCED = {path: Policy(force_path=path, gemv_max_m=8, gemv_max_weights=None, fused_max_m=256)
           for path in ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar")}
 
 
@@ -184,16 +185,17 @@ def check_observe() -> dict:
     a192 = torch.randn(192, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
     default = nvfp4_kernels.current_policy()
-    gemv_on = Policy(gemv_max_m=8)
+    large = Policy(gemv_max_weights=0)  # every layer too large for the GEMV: decode goes fused
 
     def problem(op: str, m: int | None, k: int, bs: int, dtype: str) -> Problem:
         return Problem(op, m, 1024, k, bs, dtype, "cuda", True)
 
     calls = {
-        "matmul M=1 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g),
-                                   problem("matmul", 1, 1024, 16, "bfloat16"), default),
-        "matmul M=1, gemv_max_m=8 (gemv)": (lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g, policy=gemv_on),
-                                            problem("matmul", 1, 1024, 16, "bfloat16"), gemv_on),
+        "matmul M=1 (gemv)": (lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g),
+                              problem("matmul", 1, 1024, 16, "bfloat16"), default),
+        "matmul M=1, gemv_max_weights=0 (fused_mma)": (
+            lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g, policy=large),
+            problem("matmul", 1, 1024, 16, "bfloat16"), large),
         "matmul M=64 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
                                     problem("matmul", 64, 1024, 16, "float16"), default),
         "matmul M=192 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a192, b, s, g),
@@ -242,7 +244,7 @@ def run_workload() -> None:
     for m in (1, 9, 17, 33, 64, 200):
         bias = torch.randn(200, dtype=torch.float16, device="cuda")
         nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.float16, device="cuda"), b, s, g, 16, bias,
-                                   policy=Policy(fused_max_m=256))
+                                   policy=Policy(gemv_max_weights=0, fused_max_m=256))  # M = 1 too
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)
     view.copy_(b)

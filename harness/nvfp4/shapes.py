@@ -104,6 +104,7 @@ def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, ali
     if op == "matmul":
         outcomes.update({
             "gemv.m_in_range": m is not None and 1 <= m <= policy.gemv_max_m,
+            "gemv.small_layer": policy.gemv_max_weights is None or n * k <= policy.gemv_max_weights,
             "gemv.block_size_16": block_size == 16,
             "gemv.k_mod_32": k % 32 == 0,
             "native_fp4.arch_sm120": sm is not None and 120 <= sm <= 129,
@@ -264,32 +265,44 @@ def _dq(id: str, n: int, k: int, bs: int, dtype: str, path: str, why: str, **ext
 
 BIG_N = 65_537  # more rows than a 2-D grid's blockIdx.y can cover (65,535)
 
-#: The policy that turns the decode GEMV on: the default policy (``gemv_max_m = 0``, the H200
-#: crossover) never takes it, so every case that forces the GEMV, or one GEMV guard alone to
-#: false, carries this policy.
-GEMV_POLICY = Policy(gemv_max_m=8)
+#: The policy under which every layer is too large for the decode GEMV (``gemv_max_weights = 0``:
+#: its small_layer guard false). The default takes the GEMV for 1 <= M <= 8 on every layer of at
+#: most 2^24 weights (the H200 crossover), which is every layer of this matrix (a 2^24-weight
+#: layer would take the CPU backend minutes), so the cases that reach the fused path or prefill at
+#: decode M through that guard carry this policy.
+LARGE_LAYERS_POLICY = Policy(gemv_max_weights=0)
 #: The policy that lets the fused path take M up to the fused kernel's own limit (256); the
 #: default stops it at M = 64 (the H200 crossover).
 FUSED_FULL_POLICY = Policy(fused_max_m=256)
 
 #: The matrix: (path forced, guard side exercised) for every path, edges included.
 MATRIX: tuple[ShapeCase, ...] = (
-    # gemv, taken when a policy enables it: 1 <= M <= gemv_max_m (8 here), block 16, K % 32 == 0
-    _mm("gemv-m1-n1", (1,), 1, 32, 16, "float16", "gemv", "M = 1, N = 1", policy=GEMV_POLICY),
-    _mm("gemv-m1-bias", (1,), 48, 64, 16, "bfloat16", "gemv", "M = 1 with bias", bias=True, policy=GEMV_POLICY),
+    # gemv: 1 <= M <= gemv_max_m (8), N * K <= gemv_max_weights (2^24), block 16, K % 32 == 0
+    _mm("gemv-m1-n1", (1,), 1, 32, 16, "float16", "gemv", "M = 1, N = 1"),
+    _mm("gemv-m1-bias", (1,), 48, 64, 16, "bfloat16", "gemv", "M = 1 with bias", bias=True),
     _mm("gemv-m8-edge", (8,), 40, 96, 16, "float16", "gemv", "M = 8: the last M the GEMV takes (gemv_max_m = 8)",
-        bias=True, policy=GEMV_POLICY),
-    _mm("gemv-lead-2x3", (2, 3), 24, 128, 16, "bfloat16", "gemv", "A [2, 3, K]: leading dims flatten to M",
-        policy=GEMV_POLICY),
+        bias=True),
+    _mm("gemv-lead-2x3", (2, 3), 24, 128, 16, "bfloat16", "gemv", "A [2, 3, K]: leading dims flatten to M"),
     _mm("gemv-misaligned-b", (2,), 16, 64, 16, "bfloat16", "gemv",
         "misaligned B does not matter to the GEMV (vec8's aligned guard false, gemv still taken)",
-        misaligned="b", policy=GEMV_POLICY),
-    _mm("gemv-big-n", (1,), BIG_N, 32, 16, "bfloat16", "gemv", "N > 65,535 rows", policy=GEMV_POLICY),
+        misaligned="b"),
+    _mm("gemv-big-n", (1,), BIG_N, 32, 16, "bfloat16", "gemv", "N > 65,535 rows"),
+    _mm("gemv-layer-edge", (2,), 24, 128, 16, "bfloat16", "gemv",
+        "N * K = 3072 = gemv_max_weights: the largest layer the GEMV takes", policy=Policy(gemv_max_weights=3072)),
+    _mm("gemv-any-layer", (4,), 24, 128, 16, "float16", "gemv",
+        "gemv_max_weights = None: the GEMV takes decode on a layer of any size",
+        policy=Policy(gemv_max_weights=None)),
     # fused_mma: gemv_max_m < M <= fused_max_m (128 by default, at most 256), block 16, K % 128 == 0
     _mm("fused-m1-decode", (1,), 16, 128, 16, "bfloat16", "fused_mma",
-        "M = 1 under the default policy: gemv.m_in_range false (gemv_max_m = 0), the fused path takes decode"),
+        "M = 1 on a layer too large for the GEMV: gemv.small_layer false (gemv_max_weights = 0), the fused "
+        "path takes decode", policy=LARGE_LAYERS_POLICY),
+    _mm("fused-layer-edge-plus-1", (2,), 24, 128, 16, "float16", "fused_mma",
+        "N * K = 3072 = gemv_max_weights + 1: the smallest layer the GEMV leaves to the fused path",
+        policy=Policy(gemv_max_weights=3071)),
+    _mm("fused-m1-gemv-off", (1,), 16, 256, 16, "bfloat16", "fused_mma",
+        "gemv_max_m = 0 turns the GEMV off: gemv.m_in_range false at M = 1", policy=Policy(gemv_max_m=0)),
     _mm("fused-m9", (9,), 40, 128, 16, "bfloat16", "fused_mma",
-        "M = 9 with gemv_max_m = 8: the first M past the GEMV", bias=True, policy=GEMV_POLICY),
+        "M = 9 with gemv_max_m = 8: the first M past the GEMV", bias=True),
     _mm("fused-m128-edge", (128,), 24, 128, 16, "bfloat16", "fused_mma",
         "M = 128: the last M the fused path takes by default (fused_max_m = 128), two 64-row M tiles",
         bias=True),
@@ -310,16 +323,14 @@ MATRIX: tuple[ShapeCase, ...] = (
         "M = 16, K % 128 == 0 but block 32: fused_mma.block_size_16 false"),
     _mm("vec8-fused-disabled", (9,), 16, 128, 16, "bfloat16", "prefill_vec8",
         "policy fused_max_m = 0 turns the fused path off", policy=Policy(fused_max_m=0)),
-    # gemv guards false one at a time (the GEMV enabled) -> prefill_vec8 (K % 128 != 0 refuses fused)
-    _mm("vec8-m9", (9,), 32, 64, 16, "float16", "prefill_vec8", "M = 9 with gemv_max_m = 8: gemv.m_in_range false",
-        policy=GEMV_POLICY),
+    # gemv guards false one at a time -> prefill_vec8 (K % 128 != 0 refuses fused)
+    _mm("vec8-m9", (9,), 32, 64, 16, "float16", "prefill_vec8", "M = 9 with gemv_max_m = 8: gemv.m_in_range false"),
     _mm("vec8-m1-k40", (1,), 16, 40, 16, "bfloat16", "prefill_vec8",
-        "M = 1 but K % 32 != 0: gemv.k_mod_32 false, prefill taken; partial last block", bias=True,
-        policy=GEMV_POLICY),
-    _mm("vec8-m8-bs32", (8,), 16, 64, 32, "float16", "prefill_vec8", "M = 8 but block 32: gemv.block_size_16 false",
-        policy=GEMV_POLICY),
-    _mm("vec8-m1-default", (1,), 32, 64, 16, "bfloat16", "prefill_vec8",
-        "M = 1 under the default policy: gemv.m_in_range false (gemv_max_m = 0) and K % 128 != 0"),
+        "M = 1 but K % 32 != 0: gemv.k_mod_32 false, prefill taken; partial last block", bias=True),
+    _mm("vec8-m8-bs32", (8,), 16, 64, 32, "float16", "prefill_vec8", "M = 8 but block 32: gemv.block_size_16 false"),
+    _mm("vec8-m1-large-layer", (1,), 32, 64, 16, "bfloat16", "prefill_vec8",
+        "M = 1 on a layer too large for the GEMV (gemv.small_layer false) and K % 128 != 0",
+        policy=LARGE_LAYERS_POLICY),
     _mm("vec8-native-disabled", (9,), 32, 64, 16, "float16", "prefill_vec8",
         "policy native_fp4_enabled = False: native_fp4.enabled false",
         policy=Policy(native_fp4_enabled=False)),
@@ -369,7 +380,7 @@ MATRIX: tuple[ShapeCase, ...] = (
     _dq("gpu-dq-scalar-misaligned-out", 32, 128, 16, "bfloat16", "prefill_scalar",
         "CUDA output view not 16-byte aligned", misaligned="out", gpu_only=True),
     _mm("gpu-gemv-misaligned-b", (1,), 64, 128, 16, "float16", "gemv",
-        "CUDA B view one byte off, still GEMV", misaligned="b", gpu_only=True, policy=GEMV_POLICY),
+        "CUDA B view one byte off, still GEMV", misaligned="b", gpu_only=True),
     _mm("gpu-fused-misaligned-b", (24,), 64, 256, 16, "bfloat16", "fused_mma",
         "CUDA B view one byte off, still fused (launched on an aligned copy)", misaligned="b", gpu_only=True),
 )

@@ -6,15 +6,16 @@ keeps each faster path out (say "K % 8 != 0" or "B misaligned"), then draws K, t
 M and the alignment so that exactly that happens. Nothing is generated and thrown away, so
 Hypothesis never starves on a filter and shrinking stays inside the requested path.
 
-Policies: the default policy (``Policy()``) turns the decode GEMV off (``gemv_max_m = 0``) and
-lets the fused tensor-core path take ``1 <= M <= 128``. A problem drawn for ``path="gemv"``
-therefore carries a policy that enables the GEMV (:data:`~nvfp4_harness.nvfp4.shapes.GEMV_POLICY`,
-``gemv_max_m = 8``) in its case's ``policy`` field, and so do the prefill problems whose
-deciding guard is a GEMV guard ("M > gemv_max_m", "K % 32 != 0"); every other problem runs
-under the default policy. :meth:`Nvfp4Problem.run` calls the operator with the case's policy,
-so run problems through it (or pass ``problem.case.policy`` on) rather than calling the
-operator with the default policy. Fused problems draw ``1 <= M <= min(128, max_m)``; prefill
-problems refuse the fused path by K % 128 != 0, a block size other than 16, or M > 128.
+Policies: the default policy (``Policy()``) takes the decode GEMV for ``1 <= M <= 8`` on layers of
+at most 2^24 weights, every layer drawn here, and lets the fused tensor-core path take the rest
+of ``1 <= M <= 128``. Problems that must reach the fused path or prefill at decode M through the
+GEMV's small_layer guard carry a policy under which every layer is too large for the GEMV
+(:data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY`) in their case's ``policy`` field;
+every other problem runs under the default policy. :meth:`Nvfp4Problem.run` calls the operator
+with the case's policy, so run problems through it (or pass ``problem.case.policy`` on) rather
+than calling the operator with the default policy. Fused problems draw
+``1 <= M <= min(128, max_m)``; prefill problems refuse the fused path by K % 128 != 0, a block
+size other than 16, or M > 128.
 
 Every draw calls ``hypothesis.event("path: ...")`` and ``event("why: ...")``, so
 ``pytest --hypothesis-show-statistics`` tells how the examples were spread over paths and
@@ -39,14 +40,14 @@ import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from nvfp4_harness.nvfp4.shapes import DTYPES, GEMV_POLICY, Operands, ShapeCase
-from nvfp4_kernels.model import Policy
+from nvfp4_harness.nvfp4.shapes import DTYPES, LARGE_LAYERS_POLICY, Operands, ShapeCase
+from nvfp4_kernels.model import GEMV_DEFAULT_MAX_WEIGHTS, Policy
 
 MATMUL_PATHS = ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar")
 DEQUANT_PATHS = ("prefill_vec8", "prefill_scalar")
 #: block sizes whose scale boundaries fall inside an 8-value chunk (vec8's mid-chunk advance)
 CHUNK_CROSSING_BLOCKS = (2, 4, 6, 10, 12, 14)
-#: the policy of every drawn problem that does not need the GEMV enabled
+#: the policy of every drawn problem that does not need the GEMV refused by its layer size
 DEFAULT_POLICY = Policy()
 
 
@@ -99,11 +100,11 @@ def nvfp4_problems(
     ``weights`` ``"codes"`` or ``"quantized"`` (None draws both); ``allow_misaligned=False``
     keeps every buffer aligned (e.g. to force a GEMV problem through vec8 as well).
 
-    Each problem's case carries the policy it must run under (``problem.case.policy``): a
-    GEMV-enabling policy (``gemv_max_m = 8``) for ``path="gemv"`` and for prefill problems
-    whose deciding guard is a GEMV guard, the default policy otherwise (which refuses the GEMV
-    at every M). The default ``max_m`` (160) leaves room for M > 128, past the fused path's
-    default range.
+    Each problem's case carries the policy it must run under (``problem.case.policy``): the
+    default policy, or :data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY` where the GEMV
+    must refuse a decode M by the layer's size (fused problems at M <= 8, prefill problems whose
+    deciding guard is "K % 128 != 0"). The default ``max_m`` (160) leaves room for M > 128, past
+    the fused path's default range.
     """
     _require(op in ("matmul", "dequantize"), f"op must be 'matmul' or 'dequantize', got {op!r}")
     allowed = MATMUL_PATHS if op == "matmul" else DEQUANT_PATHS
@@ -144,7 +145,8 @@ def _plan_options(path: str, op: str, bs: int | None, max_m: int, max_k: int,
     if path == "fused_mma":
         if bs not in (None, 16) or max_k < 128:
             return []
-        return ["default policy, fused guards hold"] + (["M > gemv_max_m, fused guards hold"] if max_m >= 9 else [])
+        return ["N * K > gemv_max_weights, fused guards hold"] + (["M > gemv_max_m, fused guards hold"]
+                                                                  if max_m >= 9 else [])
     if path == "prefill_vec8":
         if bs is not None and bs % 2:
             return []
@@ -175,18 +177,19 @@ def _problems(draw: st.DrawFn, paths: tuple[str, ...], op: str, dtype: str | Non
     why = draw(st.sampled_from(_plan_options(path, op, bs, max_m, max_k, allow_misaligned)))
     misaligned = None
     policy = DEFAULT_POLICY
-    if path == "gemv":  # the default policy never takes the GEMV: enable it
-        policy = GEMV_POLICY
+    n_limit = max_n
+    if path == "gemv":  # the default policy takes it on layers of at most 2^24 weights
         bs, k = 16, 32 * draw(st.integers(1, max_k // 32))
-        m = draw(st.integers(1, min(GEMV_POLICY.gemv_max_m, max_m)))
+        m = draw(st.integers(1, min(DEFAULT_POLICY.gemv_max_m, max_m)))
+        n_limit = min(max_n, GEMV_DEFAULT_MAX_WEIGHTS // k)
         if allow_misaligned:
             misaligned = draw(st.sampled_from([None, "b"]))  # the GEMV ignores alignment
     elif path == "fused_mma":
         bs, k = 16, 128 * draw(st.integers(1, max_k // 128))
-        if why == "M > gemv_max_m, fused guards hold":  # the GEMV enabled, M just past it
-            policy = GEMV_POLICY
-            m = draw(st.integers(GEMV_POLICY.gemv_max_m + 1, min(GEMV_POLICY.fused_max_m, max_m)))
-        else:  # the default policy: decode (M = 1) included
+        if why == "M > gemv_max_m, fused guards hold":  # M just past the GEMV
+            m = draw(st.integers(DEFAULT_POLICY.gemv_max_m + 1, min(DEFAULT_POLICY.fused_max_m, max_m)))
+        else:  # every layer too large for the GEMV: decode (M = 1) included
+            policy = LARGE_LAYERS_POLICY
             m = draw(st.integers(1, min(DEFAULT_POLICY.fused_max_m, max_m)))
         if allow_misaligned:
             misaligned = draw(st.sampled_from([None, "b"]))  # launched on aligned copies
@@ -197,7 +200,7 @@ def _problems(draw: st.DrawFn, paths: tuple[str, ...], op: str, dtype: str | Non
     event(f"path: {path}")
     event(f"why: {why}")
     dtype = dtype or draw(st.sampled_from(DTYPES))
-    n = draw(st.integers(1, max_n))
+    n = draw(st.integers(1, n_limit))
     lead = None if op == "dequantize" else _draw_lead(draw, m)
     case = ShapeCase(
         id=f"{path}-m{m}-n{n}-k{k}-bs{bs}-{dtype}", op=op, lead=lead, n=n, k=k, block_size=bs, dtype=dtype,
@@ -229,11 +232,12 @@ def _draw_vec8(draw: st.DrawFn, op: str, why: str, bs: int | None, max_m: int,
                max_k: int) -> tuple[int, int, int | None, Policy]:
     """K % 8 == 0 and an even block size, with the GEMV and the fused path refused, and the
     policy to run under. ``why`` names the deciding guard: a GEMV guard ("M > gemv_max_m",
-    "K % 32 != 0", under the GEMV-enabling policy; the fused path refused by the same guard, by
-    K % 128 != 0 or by the block size) or a fused guard ("K % 128 != 0", "M > fused_max_m",
-    "block_size != 16", under the default policy, which refuses the GEMV at every M)."""
+    "K % 32 != 0"; the fused path refused by the same guard, by K % 128 != 0 or by the block
+    size) or a fused guard ("M > fused_max_m", "block_size != 16", which refuse the GEMV too, and
+    "K % 128 != 0", under :data:`LARGE_LAYERS_POLICY` so that the GEMV refuses a decode M by the
+    layer's size); the default policy otherwise."""
     m: int | None = None
-    policy = GEMV_POLICY if why in ("M > gemv_max_m", "K % 32 != 0") else DEFAULT_POLICY
+    policy = LARGE_LAYERS_POLICY if why == "K % 128 != 0" else DEFAULT_POLICY
     if why == "block_size != 16":
         bs = bs if bs is not None else _even_block(draw, exclude_16=True)
     elif why == "K % 128 != 0" and bs is None:
@@ -248,7 +252,7 @@ def _draw_vec8(draw: st.DrawFn, op: str, why: str, bs: int | None, max_m: int,
         k = 8 * draw(st.integers(1, max_k // 8))
     if op == "matmul":
         if why == "M > gemv_max_m":
-            m = draw(st.integers(GEMV_POLICY.gemv_max_m + 1, max_m))
+            m = draw(st.integers(DEFAULT_POLICY.gemv_max_m + 1, max_m))
         elif why == "M > fused_max_m":
             m = draw(st.integers(DEFAULT_POLICY.fused_max_m + 1, max_m))
         elif why == "K % 128 != 0":

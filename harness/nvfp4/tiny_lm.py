@@ -7,10 +7,11 @@ and is quantized once with :func:`nvfp4_kernels.nvfp4.quantize`; every linear ca
 :func:`nvfp4_kernels.nvfp4_matmul` through the dispatcher, on CPU tensors or CUDA tensors alike.
 
 Why the shapes: hidden 64 and intermediate 128 keep K % 32 == 0 with block size 16, so the
-decode steps (M = 1) take the GEMV when a policy enables it (``Policy(gemv_max_m=8)``). Under
-the default policy (no GEMV) they take fused_mma where K % 128 == 0 (the ``down`` projection,
-K = 128) and prefill_vec8 elsewhere (K = 64). The prompt (28 tokens) is prefilled with M = 28
-through the same two paths, or through prefill_vec8 / prefill_scalar when a policy forces it.
+decode steps (M = 1) take the GEMV under the default policy (every layer is far below its 2^24
+weights). When a policy refuses the GEMV (``Policy(gemv_max_weights=0)``) they take fused_mma
+where K % 128 == 0 (the ``down`` projection, K = 128) and prefill_vec8 elsewhere (K = 64). The
+prompt (28 tokens) is prefilled with M = 28 through the fused path or prefill_vec8, or through
+prefill_vec8 / prefill_scalar when a policy forces it.
 
 Why float64 around the linears: the NVFP4 linears are the operator under test and run in the
 model dtype; everything else (norms, attention, softmax, SiLU, residuals) runs in float64 and
