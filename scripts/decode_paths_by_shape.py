@@ -55,6 +55,15 @@ def weight_copies(p: torch.Tensor, s: torch.Tensor) -> tuple[list, list]:
     return [p.clone() for _ in range(copies)], [s.clone() for _ in range(copies)]
 
 
+def layer_operands(shape_list: str):
+    """For each "NxK" of a comma-separated list: (n, k, packed, scales, packed copies, scale
+    copies), random codes and scales (fused_dev.make, seed 1) on the GPU, the copies together
+    twice the L2 (:func:`weight_copies`)."""
+    for n, k in (tuple(int(v) for v in shape.split("x")) for shape in shape_list.split(",")):
+        p, s = (to_dev(x) for x in make(n, k, 1))
+        yield (n, k, p, s, *weight_copies(p, s))
+
+
 def rotating_row(n: int, k: int, m: int, p: torch.Tensor, s: torch.Tensor, g: torch.Tensor) -> dict:
     """GEMV, fused and a copy, each over weight copies that together take twice the L2."""
     ps, ss = weight_copies(p, s)

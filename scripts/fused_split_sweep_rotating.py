@@ -15,18 +15,15 @@ import torch
 from nvfp4_kernels import cuda_backend
 
 sys.path.insert(0, "scripts")
-from decode_paths_by_shape import rotating_graph_us, weight_copies  # noqa: E402
-from fused_dev import make, timer, to_dev  # noqa: E402
+from decode_paths_by_shape import layer_operands, rotating_graph_us  # noqa: E402
+from fused_dev import timer  # noqa: E402
 
-shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[1].split(",")]
 ms = [int(v) for v in sys.argv[2].split(",")]
 out_path = sys.argv[3]
 flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
 g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
 rows = []
-for n, k in shapes:
-    p0, s0 = (to_dev(x) for x in make(n, k, 1))
-    ps, ss = weight_copies(p0, s0)
+for n, k, p0, s0, ps, ss in layer_operands(sys.argv[1]):
     copies = len(ps)
     for m in ms:
         a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
