@@ -57,3 +57,36 @@ def test_the_set_up_text_matches_the_pin():
     readme = (ROOT / "README.md").read_text()
     assert f"pins `torch=={version}`" in readme and f"`{version}+cpu`" in readme
     assert "only pins the small CPU build" not in readme, "the pin does not choose the build on every machine"
+
+
+#: the README's decode-only example: four decode-sized cases on small layers (M, K), block 16
+README_DECODE_ONLY = [(1, 32), (4, 64), (8, 32), (2, 96)]
+
+
+def test_the_readmes_decode_only_report_is_todays_output():
+    """The README's term-missing example is real output that no script rewrites: every nvfp4
+    path it names must point at the line kernels/model.py declares that path on today, and its
+    TOTAL line must be what a run of its four cases records now (recounted here from simulated
+    events of the same calls). A guard added to the model moves both."""
+    from nvfp4_harness.engine.data import CoverageData
+    from nvfp4_harness.nvfp4.shapes import simulated_event
+    from nvfp4_kernels.model import MODEL
+
+    text = (ROOT / "README.md").read_text()
+    start = text.index("Dispatch path coverage, missing only, devices: cpu (4 events)")
+    block = text[start:text.index("```", start)]
+    named = re.findall(r"nvfp4:(\w+)\b[^\n]*?kernels/model\.py:(\d+)", block)
+    assert len(named) >= 6, block
+    for path, line in named:
+        assert int(line) == MODEL.path(path).source.line, f"the README points nvfp4:{path} at line {line}"
+    analysis = CoverageData.from_events(
+        [(simulated_event(m, k, 16, dtype="float16"), f"t{i}") for i, (m, k) in enumerate(README_DECODE_ONLY)]
+    ).analyze()
+    op = analysis.operator("nvfp4")
+    paths = sum(1 for p in op.paths if p.reachable and p.hits)
+    reachable_paths = sum(1 for p in op.paths if p.reachable)
+    sides = sum(1 for s in op.sides if s.required and s.count)
+    reachable_sides = sum(1 for s in op.sides if s.required)
+    total = (f"TOTAL nvfp4: {paths}/{reachable_paths} reachable paths taken, {sides}/{reachable_sides} reachable "
+             f"guard sides seen: {analysis.covered}/{analysis.total} = {100 * analysis.covered / analysis.total:.1f}%")
+    assert total in block, f"the README's TOTAL line should read: {total}"
