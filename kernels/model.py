@@ -79,7 +79,6 @@ class Policy:
             raise InvalidArgument(f"Policy(force_path=...) must be one of {PATH_NAMES} or None, got "
                                   f"{self.force_path!r}")
 
-
     def gemv_max_m_for(self, n: int, k: int) -> int:
         """The largest M the GEMV takes on an N x K layer under this policy (0: none)."""
         small = self.gemv_max_weights is None or n * k <= self.gemv_max_weights

@@ -63,6 +63,10 @@ def test_huge_block_sizes_are_refused_not_overflowed(weights, block_size):
     (dict(gemv_max_m="8"), r"gemv_max_m=...\) must be an int, got '8'"),
     (dict(gemv_max_m=1.5), r"gemv_max_m=...\) must be an int, got 1.5"),
     (dict(gemv_max_m=True), r"gemv_max_m=...\) must be an int, got True"),
+    (dict(gemv_max_weights="1024"), r"gemv_max_weights=...\) must be an int >= 0 .* or None \(any layer\), got '1024'"),
+    (dict(gemv_max_weights=-1), r"gemv_max_weights=...\) must be an int >= 0 .*got -1"),
+    (dict(gemv_max_weights=True), r"gemv_max_weights=...\) must be an int >= 0 .*got True"),
+    (dict(gemv_max_weights=2.0**24), r"gemv_max_weights=...\) must be an int >= 0 .*got 16777216.0"),
     (dict(fused_max_m="8"), r"fused_max_m=...\) must be an int, got '8'"),
     (dict(fused_max_m=True), r"fused_max_m=...\) must be an int, got True"),
     (dict(fused_max_m=-1), r"fused_max_m=...\) must be in \[0, 256\] .*got -1"),
@@ -73,6 +77,15 @@ def test_huge_block_sizes_are_refused_not_overflowed(weights, block_size):
 def test_policy_fields_are_type_checked(kwargs, message):
     with pytest.raises(InvalidArgument, match=message):
         Policy(**kwargs)
+
+
+def test_the_gemv_layer_limit_ends_are_accepted_and_decide_by_n_times_k():
+    """0 refuses every layer to the GEMV, None takes any; the limit compares N * K, inclusive."""
+    assert Policy(gemv_max_weights=0).gemv_max_m_for(1, 2) == 0
+    assert Policy(gemv_max_weights=None).gemv_max_m_for(10**6, 10**6) == 8
+    assert Policy(gemv_max_weights=3072).gemv_max_m_for(24, 128) == 8  # 3072 weights: at the limit
+    assert Policy(gemv_max_weights=3071).gemv_max_m_for(24, 128) == 0
+    assert Policy(gemv_max_m=0).gemv_max_m_for(1, 2) == 0
 
 
 def test_the_fused_range_ends_are_accepted():
