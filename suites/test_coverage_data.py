@@ -18,7 +18,7 @@ from nvfp4_harness.engine.analysis import Requirement
 from nvfp4_harness.engine.data import EXAMPLES_PER_SIDE, SCHEMA_VERSION, CoverageData
 from nvfp4_harness.engine.recorder import recording
 from nvfp4_harness.model import DataError, DeviceCaps, UnknownPathError, side_key
-from nvfp4_harness.nvfp4.shapes import simulated_event
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY, simulated_event
 from nvfp4_kernels import nvfp4
 from nvfp4_kernels.model import MODEL, PATH_NAMES, Policy
 
@@ -34,7 +34,7 @@ def event_for(m, k, block_size=16, **kwargs):
 #: the default's GEMV range spelled out (M <= 8 on layers of at most 2^24 weights: every layer here)
 GEMV_ON = Policy(gemv_max_m=8)
 #: every layer too large for the GEMV (its small_layer guard false)
-LARGE = Policy(gemv_max_weights=0)
+LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 G, D, L = GEMV_ON, None, LARGE  # a case's policy
 
 #: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU (fused_mma

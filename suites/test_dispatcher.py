@@ -10,6 +10,7 @@ import nvfp4_kernels
 import pytest
 import torch
 from nvfp4_harness.model import DeviceCaps, PathNotAllowed
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
 from nvfp4_harness.nvfp4.verify import compare_bitwise
 from nvfp4_kernels import nvfp4, reference
 from nvfp4_kernels.model import MODEL, Policy, Problem, select_path
@@ -37,7 +38,7 @@ def events():
 
 
 GEMV_ON = Policy(gemv_max_m=8)  # the default's GEMV range, spelled out
-LARGE = Policy(gemv_max_weights=0)  # every layer too large for the GEMV: decode goes fused or to prefill
+LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 FUSED_256 = Policy(fused_max_m=256)  # the fused kernel's own limit; the default stops at M = 64
 
 

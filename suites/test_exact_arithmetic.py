@@ -26,6 +26,7 @@ import numpy as np
 import nvfp4_kernels
 import pytest
 from nvfp4_harness.nvfp4 import shapes
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
 from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, to_numpy
 from nvfp4_kernels.model import Policy
 
@@ -44,7 +45,7 @@ def _cuda_ok() -> bool:
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 #: the default's GEMV range, spelled out
 GEMV_ON = Policy(gemv_max_m=8)
-LARGE = Policy(gemv_max_weights=0)  # every layer too large for the GEMV
+LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 #: the paths that add the bias in fp32 before their one rounding (docs/contract.md)
 SINGLE_ROUNDING = ("gemv", "fused_mma")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from nvfp4_harness.engine.recorder import recording
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
 from nvfp4_harness.nvfp4.verify import compare_bitwise
 from nvfp4_kernels import fast, nvfp4
 from nvfp4_kernels.model import Policy
@@ -27,7 +28,7 @@ import nvfp4_kernels  # noqa: E402
 #: here), and a policy under which every layer is too large for the GEMV, so decode goes fused;
 #: one object each, so the fast path's plans (kept per policy object) are reused from call to call
 GEMV_ON = Policy(gemv_max_m=8)
-LARGE = Policy(gemv_max_weights=0)
+LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 #: (name, M, N, K, block size, dtype, with bias, policy (None: the default), the path the dispatcher takes)
 CALLS = [
     ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, GEMV_ON, "gemv"),

@@ -13,6 +13,7 @@ import numpy as np
 import nvfp4_kernels
 import pytest
 from nvfp4_harness.nvfp4 import shapes
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
 from nvfp4_harness.nvfp4.tiny_lm import PROMPT, ModelConfig, TinyCausalLM, generate, model_fingerprint
 from nvfp4_harness.nvfp4.verify import assert_bitwise_equal, tensor_sha256
 from nvfp4_kernels.model import Policy
@@ -23,7 +24,7 @@ STEPS = 32
 CONFIG = ModelConfig()
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 #: every layer too large for the GEMV: decode steps go to fused_mma or prefill_vec8
-LARGE = Policy(gemv_max_weights=0)
+LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 
 
 def large_layer_decode_path(k: int, block_size: int) -> str:

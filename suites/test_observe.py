@@ -15,6 +15,7 @@ import pytest
 from nvfp4_harness.engine.observe import observe_names, observed_event
 from nvfp4_harness.engine.recorder import recording
 from nvfp4_harness.model import DeviceCaps, DispatchModel, Guard, PathSpec
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
 from nvfp4_kernels.model import MODEL, Policy, Problem, select_path
 
 H200 = DeviceCaps("NVIDIA H200", (9, 0))
@@ -42,7 +43,7 @@ PROBLEMS = {
     "dequantize block 7 (prefill_scalar)": Problem("dequantize", None, 1024, 1022, 7, "bfloat16", "cuda"),
 }
 #: the policy each call was made under (check_observe passes it); the default elsewhere
-POLICIES = {"matmul M=1, gemv_max_weights=0 (fused_mma)": Policy(gemv_max_weights=0)}
+POLICIES = {"matmul M=1, gemv_max_weights=0 (fused_mma)": LARGE_LAYERS_POLICY}
 
 
 def recorded_policy(call: str) -> Policy:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from nvfp4_harness.model import DeviceCaps
-from nvfp4_harness.nvfp4.shapes import simulated_event
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY, simulated_event
 from nvfp4_kernels.model import MODEL, Policy, Problem
 
 
@@ -22,7 +22,7 @@ pytest_plugins = ["pytester"]
 
 #: the policy under which every layer is too large for the GEMV (gemv_max_weights = 0); a case
 #: whose ``large`` flag is set runs under it (the default takes the GEMV at M <= 8 on every layer here)
-LARGE = Policy(gemv_max_weights=0)
+LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 
 CONFTEST = '''
 import numpy as np

@@ -14,7 +14,7 @@ from nvfp4_harness.engine.reports.lcov import render_lcov
 from nvfp4_harness.engine.reports.markdown import render_markdown
 from nvfp4_harness.engine.reports.term import render_term, render_term_missing
 from nvfp4_harness.model import DeviceCaps
-from nvfp4_harness.nvfp4.shapes import simulated_event
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY, simulated_event
 from nvfp4_kernels.model import MODEL, PATH_NAMES, Policy
 
 CPU = DeviceCaps.cpu()
@@ -32,7 +32,7 @@ def event_for(m, k, block_size=16, **kwargs):
 #: the default's GEMV range spelled out (M <= 8 on layers of at most 2^24 weights: every layer here)
 GEMV_ON = Policy(gemv_max_m=8)
 #: every layer too large for the GEMV (its small_layer guard false)
-LARGE = Policy(gemv_max_weights=0)
+LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 G, D, L = GEMV_ON, None, LARGE  # a case's policy
 #: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU;
 #: (16, 128, 16) takes fused_mma, (129, 128, 16) is past its default M range (fused_max_m = 128)

@@ -34,6 +34,7 @@ import nvfp4_kernels
 from nvfp4_harness.engine.observe import observe
 from nvfp4_harness.nvfp4 import gpu_cases, tables
 from nvfp4_harness.nvfp4.provenance import REPO, gpu_provenance
+from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
 from nvfp4_harness.nvfp4.verify import compare_bitwise, tensor_sha256
 from nvfp4_kernels import nvfp4, reference
 from nvfp4_kernels.model import Policy
@@ -185,7 +186,7 @@ def check_observe() -> dict:
     a192 = torch.randn(192, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
     default = nvfp4_kernels.current_policy()
-    large = Policy(gemv_max_weights=0)  # every layer too large for the GEMV: decode goes fused
+    large = LARGE_LAYERS_POLICY  # every layer too large for the GEMV: decode goes fused
 
     def problem(op: str, m: int | None, k: int, bs: int, dtype: str) -> Problem:
         return Problem(op, m, 1024, k, bs, dtype, "cuda", True)

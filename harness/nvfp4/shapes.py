@@ -272,7 +272,7 @@ BIG_N = 65_537  # more rows than a 2-D grid's blockIdx.y can cover (65,535)
 #: decode M through that guard carry this policy.
 LARGE_LAYERS_POLICY = Policy(gemv_max_weights=0)
 #: The policy that lets the fused path take M up to the fused kernel's own limit (256); the
-#: default stops it at M = 64 (the H200 crossover).
+#: default stops it at M = 128 (the H200 crossover).
 FUSED_FULL_POLICY = Policy(fused_max_m=256)
 
 #: The matrix: (path forced, guard side exercised) for every path, edges included.

@@ -41,7 +41,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from nvfp4_harness.nvfp4.shapes import DTYPES, LARGE_LAYERS_POLICY, Operands, ShapeCase
-from nvfp4_kernels.model import GEMV_DEFAULT_MAX_WEIGHTS, Policy
+from nvfp4_kernels.model import Policy
 
 MATMUL_PATHS = ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar")
 DEQUANT_PATHS = ("prefill_vec8", "prefill_scalar")
@@ -181,7 +181,7 @@ def _problems(draw: st.DrawFn, paths: tuple[str, ...], op: str, dtype: str | Non
     if path == "gemv":  # the default policy takes it on layers of at most 2^24 weights
         bs, k = 16, 32 * draw(st.integers(1, max_k // 32))
         m = draw(st.integers(1, min(DEFAULT_POLICY.gemv_max_m, max_m)))
-        n_limit = min(max_n, GEMV_DEFAULT_MAX_WEIGHTS // k)
+        n_limit = min(max_n, DEFAULT_POLICY.gemv_max_weights // k)
         if allow_misaligned:
             misaligned = draw(st.sampled_from([None, "b"]))  # the GEMV ignores alignment
     elif path == "fused_mma":
