@@ -62,6 +62,7 @@ def main() -> int:
                 workspace = cuda_backend.gemv_workspace(0, stream, max(split_of.values()) * m * n).data_ptr()
                 row = {"n": n, "k": k, "m": m, "dtype": dtype,
                        **{f"{name}_splits": v for name, v in split_of.items()}}
+                outputs: dict[str, torch.Tensor] = {}
                 for name, lib in libs.items():
                     splits = split_of[name]
                     reduction = cuda_backend.fused_reduction(splits, m)
@@ -78,18 +79,26 @@ def main() -> int:
                     run()
                     torch.cuda.synchronize()
                     row[f"{name}_sha256"] = hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()
+                    outputs[name] = out.float()
                     if dtype == "bfloat16":  # time the bench's type; fp16 is for the bits
                         row[f"{name}_flushed_us"] = round(timer(run, flush, reps=21), 2)
                         row[f"{name}_graph_us"] = round(graph_time_us(run), 2)
                 comparable = split_of["a"] == split_of["b"]
                 row["same_bits"] = row["a_sha256"] == row["b_sha256"] if comparable else None
+                # how far apart differing outputs are, relative to the output's largest magnitude (a
+                # changed summation order moves the last bits; a wrong operand moves everything)
+                scale = outputs["a"].abs().max().clamp_min(1e-30)
+                row["max_rel_diff"] = float(((outputs["a"] - outputs["b"]).abs().max() / scale).item())
+                row["differing"] = int((outputs["a"] != outputs["b"]).sum().item())
                 rows.append(row)
                 timing = ""
                 if "a_flushed_us" in row:
                     timing = (f"flushed {row['a_flushed_us']:7.2f} -> {row['b_flushed_us']:7.2f} "
                               f"({row['a_flushed_us'] / row['b_flushed_us']:.3f}x)  graph {row['a_graph_us']:7.2f} -> "
                               f"{row['b_graph_us']:7.2f} ({row['a_graph_us'] / row['b_graph_us']:.3f}x)")
-                bits = {True: "", False: "  BITS DIFFER", None: "  (splits differ)"}[row["same_bits"]]
+                bits = {True: "", False: f"  BITS DIFFER ({row['differing']} of {m * n}, max rel diff "
+                                          f"{row['max_rel_diff']:.2e})",
+                        None: "  (splits differ)"}[row["same_bits"]]
                 print(f"{n}x{k} {dtype:8s} M={m:3d} splits={split_of['a']:2d}/{split_of['b']:2d} {timing}{bits}",
                       flush=True)
     if args.out:
