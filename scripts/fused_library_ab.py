@@ -17,6 +17,7 @@ Used to decide whether a kernel change ships (benchmarks/NOTES.md); the benchmar
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import sys
@@ -33,6 +34,16 @@ SHAPES = ((17408, 5120), (5120, 17408), (4096, 4096))
 MS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
+def _load(path: str) -> ctypes.CDLL:
+    """A library with the two entry points this A/B calls typed (from cuda_backend's table), so
+    that builds older or newer than this tree's exports can be compared."""
+    lib = ctypes.CDLL(path)
+    for name in ("nvfp4_launch_fused", "nvfp4_fused_occupancy"):
+        restype, argtypes = cuda_backend._SIGNATURES[name]
+        getattr(lib, name).restype, getattr(lib, name).argtypes = restype, argtypes
+    return lib
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--a", required=True, help="the baseline library (.so)")
@@ -41,8 +52,10 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES))
     parser.add_argument("--dtypes", default="bfloat16,float16")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--same-splits", action="store_true",
+                        help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
-    libs = {"a": cuda_backend.load_library(args.a), "b": cuda_backend.load_library(args.b)}
+    libs = {"a": _load(args.a), "b": _load(args.b)}
     stream = torch.cuda.current_stream().cuda_stream
     counters = {name: cuda_backend.splitk_counters(0, stream, 1 << 16) for name in libs}
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
@@ -59,6 +72,8 @@ def main() -> int:
                 a = torch.randn(m, k, dtype=torch.float32, device="cuda").to(tdt)
                 split_of = {name: fused_split_count(n, k, m, sms, int(lib.nvfp4_fused_occupancy(m)))
                             for name, lib in libs.items()}
+                if args.same_splits:
+                    split_of["b"] = split_of["a"]
                 workspace = cuda_backend.gemv_workspace(0, stream, max(split_of.values()) * m * n).data_ptr()
                 row = {"n": n, "k": k, "m": m, "dtype": dtype,
                        **{f"{name}_splits": v for name, v in split_of.items()}}

@@ -187,8 +187,11 @@ def test_gemv_contract(kernel_sass, dtype: str) -> None:
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
     chosen = _select(kernel_sass, "nvfp4_fused_mma_kernel", dtype)
-    assert len(chosen) == 8, (f"one instantiation per M tile configuration and split-K sum (finalize, "
-                              f"last block), got {sorted(chosen)}")
+    # 4 tile configurations x split-K sum (finalize, last block), and the wide block (8 warps) of
+    # the two 128-row configurations: the contract holds every instantiation a launch can take
+    assert len(chosen) == 12, (f"one instantiation per M tile configuration, block width and split-K sum "
+                               f"(finalize, last block), got {sorted(chosen)}")
+    assert sum("ELi8ELb" in name for name in chosen) == 4, sorted(chosen)
     for name, ins in chosen.items():
         problems = check_fused(ins)
         if "ELb1E" in name:
