@@ -1,5 +1,6 @@
 # ruff: noqa: B023  (each timed function runs inside the iteration that defines it)
-"""A/B of two builds of the kernel library on the fused path, in one process: the same inputs,
+"""A/B of two builds of the kernel library on the fused path (or, with --kernel gemv, the decode
+GEMV), in one process: the same inputs,
 the split count and split-K sum the dispatcher would choose, each build's call timed with the L2
 flushed (CUDA events, median of 21) and in CUDA-graph replay (20 calls per graph: the kernels' own
 time), interleaved row by row so that both builds see the same clocks. Each build gets the split
@@ -38,7 +39,7 @@ def _load(path: str) -> ctypes.CDLL:
     """A library with the two entry points this A/B calls typed (from cuda_backend's table), so
     that builds older or newer than this tree's exports can be compared."""
     lib = ctypes.CDLL(path)
-    for name in ("nvfp4_launch_fused", "nvfp4_fused_occupancy"):
+    for name in ("nvfp4_launch_fused", "nvfp4_fused_occupancy", "nvfp4_launch_gemv", "nvfp4_gemv_splits"):
         restype, argtypes = cuda_backend._SIGNATURES[name]
         getattr(lib, name).restype, getattr(lib, name).argtypes = restype, argtypes
     return lib
@@ -52,6 +53,8 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES))
     parser.add_argument("--dtypes", default="bfloat16,float16")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--kernel", choices=("fused", "gemv"), default="fused",
+                        help="the launcher compared: the fused kernel (M <= 256) or the decode GEMV (M <= 8)")
     parser.add_argument("--same-splits", action="store_true",
                         help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
@@ -70,8 +73,11 @@ def main() -> int:
             tdt = getattr(torch, dtype)
             for m in (int(v) for v in args.ms.split(",")):
                 a = torch.randn(m, k, dtype=torch.float32, device="cuda").to(tdt)
-                split_of = {name: fused_split_count(n, k, m, sms, int(lib.nvfp4_fused_occupancy(m)))
-                            for name, lib in libs.items()}
+                if args.kernel == "gemv":
+                    split_of = {name: int(lib.nvfp4_gemv_splits(n, k)) for name, lib in libs.items()}
+                else:
+                    split_of = {name: fused_split_count(n, k, m, sms, int(lib.nvfp4_fused_occupancy(m)))
+                                for name, lib in libs.items()}
                 if args.same_splits:
                     split_of["b"] = split_of["a"]
                 workspace = cuda_backend.gemv_workspace(0, stream, max(split_of.values()) * m * n).data_ptr()
@@ -85,10 +91,15 @@ def main() -> int:
                     count = counters[name].data_ptr() if reduction == "last_block" else None
 
                     def run(lib=lib, out=out, count=count, splits=splits):
-                        err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
-                                                     out.data_ptr(), workspace if splits > 1 else None, count,
-                                                     m, n, k, int(dtype == "bfloat16"), splits,
-                                                     torch.cuda.current_stream().cuda_stream)
+                        stream_now = torch.cuda.current_stream().cuda_stream
+                        if args.kernel == "gemv":
+                            err = lib.nvfp4_launch_gemv(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
+                                                        out.data_ptr(), workspace if splits > 1 else None, m, n, k,
+                                                        int(dtype == "bfloat16"), splits, stream_now)
+                        else:
+                            err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(),
+                                                         None, out.data_ptr(), workspace if splits > 1 else None,
+                                                         count, m, n, k, int(dtype == "bfloat16"), splits, stream_now)
                         assert err == 0, err
 
                     run()
