@@ -44,6 +44,7 @@ LIBRARY_EXPORTS: tuple[str, ...] = (
     "nvfp4_gemv_splits",
     "nvfp4_launch_fused",
     "nvfp4_fused_tile",
+    "nvfp4_fused_block_warps",
     "nvfp4_fused_occupancy",
     "nvfp4_launch_fp4_probe",
     "nvfp4_launch_packed",

@@ -45,6 +45,33 @@ def fused_tile(m: int) -> tuple[int, int]:
     return 128, 64
 
 
+#: warps of the fused kernel's block, and of its wide block (fused_mma.cu, block_warps)
+FUSED_WARPS, FUSED_WIDE_WARPS = 4, 8
+#: a grid of at most this many blocks per multiprocessor runs its two-row-tile blocks wide
+FUSED_WIDE_BLOCKS_PER_SM = 1
+
+
+def fused_block_warps(m: int, n: int, splits: int, sms: int = H200_SMS) -> int:
+    """Warps per block of the fused kernel's launch for ``m`` activation rows, ``n`` weight rows
+    and ``splits`` K splits on ``sms`` multiprocessors; mirrors ``block_warps`` in fused_mma.cu
+    (exported as ``nvfp4_fused_block_warps``, compared by a CPU test).
+
+    The tiles above M = 16 give each of 4 warps two 16-row tiles. When their grid has at most one
+    block per multiprocessor, every SM holds a single block and the call lasts one block's
+    latency, so the kernel runs the same 128 rows as 8 warps of one row tile each: the same split
+    count and K order, so the same bits, 1.04-1.19x faster on the H200 at up to 132 blocks
+    (benchmarks/experiments/fused-wide-blocks-2026-12-02.json), and slower where the grid fills
+    the GPU (0.83-1.06x from 192 blocks on, faster narrow on most rows).
+    """
+    rows, act_rows = fused_tile(m)
+    if splits < 1 or sms < 1 or n < 1:
+        raise ValueError(f"splits, sms and n must be >= 1, got {splits}, {sms}, {n}")
+    if rows == 64:  # one row tile per warp already (M <= 16)
+        return FUSED_WARPS
+    blocks = -(-n // rows) * -(-m // act_rows) * splits
+    return FUSED_WIDE_WARPS if blocks <= sms * FUSED_WIDE_BLOCKS_PER_SM else FUSED_WARPS
+
+
 def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm: int | None = None) -> int:
     """The K split count for an [m, k] x [n, k]^T problem on a GPU with ``sms`` multiprocessors.
 

@@ -193,8 +193,10 @@ def build_variants(spec: str, workdir: Path) -> dict[str, ctypes.CDLL]:
     def one(entry):
         name, flags = entry
         out = workdir / f"fused_{name}.so"
-        cmd = [nvcc, *build.BASE_FLAGS, "-arch=sm_90", "-shared", "-cudart", "static", *flags.split(), "-o", str(out),
-               str(src)]
+        # the library's own targets ($NVFP4_CUDA_ARCHS, sm_90 by default), so that a variant is
+        # timed as the build it would replace
+        cmd = [nvcc, *build.BASE_FLAGS, *build.gencode_flags(build.resolve_archs()), "-shared", "-cudart", "static",
+               *flags.split(), "-o", str(out), str(src)]
         subprocess.run(cmd, check=True, capture_output=True)
         return name, out
 

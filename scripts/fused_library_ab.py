@@ -1,5 +1,6 @@
 # ruff: noqa: B023  (each timed function runs inside the iteration that defines it)
-"""A/B of two builds of the kernel library on the fused path, in one process: the same inputs,
+"""A/B of two builds of the kernel library on the fused path (or, with --kernel gemv, the decode
+GEMV), in one process: the same inputs,
 the split count and split-K sum the dispatcher would choose, each build's call timed with the L2
 flushed (CUDA events, median of 21) and in CUDA-graph replay (20 calls per graph: the kernels' own
 time), interleaved row by row so that both builds see the same clocks. Each build gets the split
@@ -17,6 +18,7 @@ Used to decide whether a kernel change ships (benchmarks/NOTES.md); the benchmar
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import sys
@@ -33,6 +35,16 @@ SHAPES = ((17408, 5120), (5120, 17408), (4096, 4096))
 MS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
+def _load(path: str) -> ctypes.CDLL:
+    """A library with the two entry points this A/B calls typed (from cuda_backend's table), so
+    that builds older or newer than this tree's exports can be compared."""
+    lib = ctypes.CDLL(path)
+    for name in ("nvfp4_launch_fused", "nvfp4_fused_occupancy", "nvfp4_launch_gemv", "nvfp4_gemv_splits"):
+        restype, argtypes = cuda_backend._SIGNATURES[name]
+        getattr(lib, name).restype, getattr(lib, name).argtypes = restype, argtypes
+    return lib
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--a", required=True, help="the baseline library (.so)")
@@ -41,8 +53,12 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES))
     parser.add_argument("--dtypes", default="bfloat16,float16")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--kernel", choices=("fused", "gemv"), default="fused",
+                        help="the launcher compared: the fused kernel (M <= 256) or the decode GEMV (M <= 8)")
+    parser.add_argument("--same-splits", action="store_true",
+                        help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
-    libs = {"a": cuda_backend.load_library(args.a), "b": cuda_backend.load_library(args.b)}
+    libs = {"a": _load(args.a), "b": _load(args.b)}
     stream = torch.cuda.current_stream().cuda_stream
     counters = {name: cuda_backend.splitk_counters(0, stream, 1 << 16) for name in libs}
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
@@ -57,11 +73,17 @@ def main() -> int:
             tdt = getattr(torch, dtype)
             for m in (int(v) for v in args.ms.split(",")):
                 a = torch.randn(m, k, dtype=torch.float32, device="cuda").to(tdt)
-                split_of = {name: fused_split_count(n, k, m, sms, int(lib.nvfp4_fused_occupancy(m)))
-                            for name, lib in libs.items()}
+                if args.kernel == "gemv":
+                    split_of = {name: int(lib.nvfp4_gemv_splits(n, k)) for name, lib in libs.items()}
+                else:
+                    split_of = {name: fused_split_count(n, k, m, sms, int(lib.nvfp4_fused_occupancy(m)))
+                                for name, lib in libs.items()}
+                if args.same_splits:
+                    split_of["b"] = split_of["a"]
                 workspace = cuda_backend.gemv_workspace(0, stream, max(split_of.values()) * m * n).data_ptr()
                 row = {"n": n, "k": k, "m": m, "dtype": dtype,
                        **{f"{name}_splits": v for name, v in split_of.items()}}
+                outputs: dict[str, torch.Tensor] = {}
                 for name, lib in libs.items():
                     splits = split_of[name]
                     reduction = cuda_backend.fused_reduction(splits, m)
@@ -69,27 +91,40 @@ def main() -> int:
                     count = counters[name].data_ptr() if reduction == "last_block" else None
 
                     def run(lib=lib, out=out, count=count, splits=splits):
-                        err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
-                                                     out.data_ptr(), workspace if splits > 1 else None, count,
-                                                     m, n, k, int(dtype == "bfloat16"), splits,
-                                                     torch.cuda.current_stream().cuda_stream)
+                        stream_now = torch.cuda.current_stream().cuda_stream
+                        if args.kernel == "gemv":
+                            err = lib.nvfp4_launch_gemv(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
+                                                        out.data_ptr(), workspace if splits > 1 else None, m, n, k,
+                                                        int(dtype == "bfloat16"), splits, stream_now)
+                        else:
+                            err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(),
+                                                         None, out.data_ptr(), workspace if splits > 1 else None,
+                                                         count, m, n, k, int(dtype == "bfloat16"), splits, stream_now)
                         assert err == 0, err
 
                     run()
                     torch.cuda.synchronize()
                     row[f"{name}_sha256"] = hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()
+                    outputs[name] = out.float()
                     if dtype == "bfloat16":  # time the bench's type; fp16 is for the bits
                         row[f"{name}_flushed_us"] = round(timer(run, flush, reps=21), 2)
                         row[f"{name}_graph_us"] = round(graph_time_us(run), 2)
                 comparable = split_of["a"] == split_of["b"]
                 row["same_bits"] = row["a_sha256"] == row["b_sha256"] if comparable else None
+                # how far apart differing outputs are, relative to the output's largest magnitude (a
+                # changed summation order moves the last bits; a wrong operand moves everything)
+                scale = outputs["a"].abs().max().clamp_min(1e-30)
+                row["max_rel_diff"] = float(((outputs["a"] - outputs["b"]).abs().max() / scale).item())
+                row["differing"] = int((outputs["a"] != outputs["b"]).sum().item())
                 rows.append(row)
                 timing = ""
                 if "a_flushed_us" in row:
                     timing = (f"flushed {row['a_flushed_us']:7.2f} -> {row['b_flushed_us']:7.2f} "
                               f"({row['a_flushed_us'] / row['b_flushed_us']:.3f}x)  graph {row['a_graph_us']:7.2f} -> "
                               f"{row['b_graph_us']:7.2f} ({row['a_graph_us'] / row['b_graph_us']:.3f}x)")
-                bits = {True: "", False: "  BITS DIFFER", None: "  (splits differ)"}[row["same_bits"]]
+                bits = {True: "", False: f"  BITS DIFFER ({row['differing']} of {m * n}, max rel diff "
+                                          f"{row['max_rel_diff']:.2e})",
+                        None: "  (splits differ)"}[row["same_bits"]]
                 print(f"{n}x{k} {dtype:8s} M={m:3d} splits={split_of['a']:2d}/{split_of['b']:2d} {timing}{bits}",
                       flush=True)
     if args.out:

@@ -249,6 +249,39 @@ def test_the_gemv_layer_size_limit_is_the_committed_measured_crossover() -> None
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_fused_kernels_wide_block_limit_is_the_committed_measured_one() -> None:
+    """The fused kernel's wide block (nvfp4_kernels.tiling.fused_block_warps: 8 warps of one row
+    tile where a grid of two-row-tile blocks has at most one block per SM) against the H200's
+    timings of both block widths at the same split count (16 layer shapes, M = 17..256): every
+    row the rule runs wide is faster wide, and on every row with more than two blocks per SM
+    (where the rule runs narrow) wide is at most 3% faster. Between one and two blocks per SM
+    the rows are mixed (wide 1.07-1.27x faster at 154-168 blocks, 0.87-0.93x at 192) and the
+    rule keeps the narrow block. Both builds gave the same bits on every row. Twice the limit
+    would run rows of 192-264 blocks wide that are 0.83-0.98x wide; half of it would leave rows
+    of 67-132 blocks narrow that are 1.04-1.19x faster wide: both fail here."""
+    from nvfp4_kernels.tiling import FUSED_WIDE_WARPS, fused_block_warps, fused_tile
+
+    data = json.loads((REPO / "benchmarks" / "experiments" / "fused-wide-blocks-2026-12-02.json").read_text())
+    sms = data["sms"]
+    assert all(r["same_bits"] for r in data["rows"]) and len(data["rows"]) >= 100
+    wrong, wide_rows = [], 0
+    for r in data["rows"]:
+        rows, act_rows = fused_tile(r["m"])
+        blocks = -(-r["n"] // rows) * -(-r["m"] // act_rows) * r["a_splits"]
+        gain = r["a_flushed_us"] / r["b_flushed_us"]  # narrow time / wide time
+        wide = fused_block_warps(r["m"], r["n"], r["a_splits"], sms) == FUSED_WIDE_WARPS
+        wide_rows += wide
+        where = f"{r['n']}x{r['k']} M={r['m']} ({blocks} blocks)"
+        if wide and gain < 1.0:
+            wrong.append(f"{where}: run wide, yet wide is {gain:.3f}x")
+        if not wide and blocks <= sms:
+            wrong.append(f"{where}: at most one block per SM, wide {gain:.3f}x, yet run narrow")
+        if not wide and blocks > 2 * sms and gain > 1.03:
+            wrong.append(f"{where}: run narrow, yet wide is {gain:.3f}x")
+    assert wide_rows >= 30, wide_rows
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_split_model_picks_within_5_percent_of_the_fastest_timed_split_count() -> None:
     """The host's K split count (nvfp4_kernels.tiling.fused_split_count, which the CPU backend
     mirrors) against the H200's own timings: on every committed sweep row where the count the

@@ -59,6 +59,27 @@ def test_error_string_comes_from_the_static_runtime(library: Path) -> None:
 
 
 @needs_nvcc
+def test_the_fused_kernels_block_width_rule_is_mirrored_by_tiling(library: Path) -> None:
+    """nvfp4_kernels.tiling.fused_block_warps says what fused_mma.cu's block_warps does, for every
+    tile configuration on both sides of the one-block-per-SM limit (the library runs on the CPU)."""
+    from nvfp4_kernels.tiling import fused_block_warps
+
+    lib = ctypes.CDLL(str(library))
+    lib.nvfp4_fused_block_warps.restype = ctypes.c_int
+    lib.nvfp4_fused_block_warps.argtypes = [ctypes.c_int32, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]
+    seen = set()
+    for m in (1, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 200, 256):
+        for n in (1, 127, 128, 129, 1000, 4096, 16895, 16896, 16897, 17408):
+            for splits in (1, 2, 3, 7, 16):
+                for sms in (1, 114, 132):
+                    want = fused_block_warps(m, n, splits, sms)
+                    assert lib.nvfp4_fused_block_warps(m, n, splits, sms) == want, (m, n, splits, sms)
+                    seen.add(want)
+    assert seen == {4, 8}
+    assert lib.nvfp4_fused_block_warps(0, 64, 1, 132) == 0 and lib.nvfp4_fused_block_warps(17, 64, 1, 0) == 0
+
+
+@needs_nvcc
 def test_every_source_compiles_to_a_cubin(tmp_path: Path) -> None:
     objects = build.compile_objects("cubin", "sm_90", out_dir=tmp_path)
     stems = {p.stem for p in build.source_files() if p.suffix == ".cu"}

@@ -259,6 +259,34 @@ def test_fused_mma_split_k_sums_give_the_same_bits(backend_ready, m: int, n: int
     _assert_single_rounding_bound(a, w, b, outs["last_block"][0], "bfloat16")
 
 
+@pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
+@pytest.mark.parametrize("m", (17, 32, 33, 64, 100, 256))
+def test_fused_mma_wide_and_narrow_blocks_give_the_same_bits(backend_ready, m: int, dtype: str) -> None:
+    """Above M = 16 the kernel runs a small grid's blocks wide (8 warps of one row tile) and a
+    large grid's narrow (4 warps of two row tiles; nvfp4_kernels.tiling.fused_block_warps). Each
+    output is one weight row's dot products in the same K order either way, so the first 300 rows
+    of a 6000-row layer, computed narrow, must equal the 300-row layer of the same weights,
+    computed wide, bit for bit, at the same split count (with a bias and partial tiles)."""
+    from nvfp4_kernels.tiling import FUSED_WARPS, FUSED_WIDE_WARPS, fused_block_warps
+
+    n_big, n_small, k, splits = 6000, 300, 2048, 4
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert fused_block_warps(m, n_big, splits, sms) == FUSED_WARPS
+    assert fused_block_warps(m, n_small, splits, sms) == FUSED_WIDE_WARPS
+    tdt = getattr(torch, dtype)
+    packed, scales = _weights(n_big, k, 16, seed=m + 7, special=False)
+    gen = torch.Generator().manual_seed(m)
+    a = torch.randn(m, k, generator=gen).to(tdt).cuda()
+    bias = torch.randn(n_big, generator=gen).to(tdt).cuda()
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    big = torch.empty((m, n_big), dtype=tdt, device="cuda")
+    small = torch.empty((m, n_small), dtype=tdt, device="cuda")
+    cuda_backend.fused_mma(a, _dev(packed), _dev(scales), g, bias, big, splits=splits)
+    cuda_backend.fused_mma(a, _dev(packed[:n_small]), _dev(scales[:n_small]), g, bias[:n_small].contiguous(), small,
+                           splits=splits)
+    assert torch.equal(big[:, :n_small].contiguous().view(torch.int16), small.view(torch.int16))
+
+
 def test_fused_mma_last_block_counters_serve_calls_of_different_shapes_on_one_stream(backend_ready) -> None:
     """One counter buffer per stream serves every shape: calls with more tiles, then fewer, then
     more again must each equal the finalize kernel's bits."""

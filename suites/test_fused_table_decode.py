@@ -1,6 +1,7 @@
-"""The fused kernel's table decode (kernels/cuda/mma_decode.cuh) is bit-exact wherever it is taken.
+"""The table decode of the fused kernel and the GEMV (kernels/cuda/mma_decode.cuh) is bit-exact
+wherever it is taken.
 
-The fused kernel decodes a scale block through a table of eight T values built from to_T(s) and
+Both kernels decode a scale block through a table of eight T values built from to_T(s) and
 to_T(fp32(1.5 s)) whenever every block of a warp's K step passes ``table_ok``, and by one
 multiply per value otherwise. A GPU run sees only the scales of its inputs, so
 :mod:`nvfp4_harness.nvfp4.table_decode` replays the kernel's integer steps in numpy, with the

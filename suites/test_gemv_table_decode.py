@@ -1,7 +1,10 @@
-"""The table-decode GEMV candidate is bit-exact wherever its fast path is taken.
+"""The first table-decode GEMV candidate is bit-exact wherever its fast path is taken.
 
-The candidate (benchmarks/experiments/gemv_table_decode.patch, measured 8-10% faster than the
-shipped GEMV on the H200 but not yet through the full GPU suite; see benchmarks/NOTES.md)
+The candidate (benchmarks/experiments/gemv_table_decode.patch, 8-10% faster than the multiply
+decode on the H200, never shipped as such; benchmarks/NOTES.md) looked codes up with its own
+selector sequence. The shipped GEMV now takes the fused kernel's table decode from
+kernels/cuda/mma_decode.cuh instead, which suites/test_fused_table_decode.py checks the same way;
+this suite keeps the candidate's lookup proven, as the record of the patch it describes. It
 decodes a 16-value scale block through a table built from two rounded values,
 P = (to_T(s), to_T(fp32(1.5 s))), by adding multiples of one binade to their bit patterns, and
 looks codes up with PRMT; blocks whose s = fp32(e4m3 * g) fails ``table_ok`` take the exact

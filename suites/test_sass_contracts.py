@@ -6,7 +6,7 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
 * vec8 dequant (fp16 and bf16): 128-bit global stores, 32-bit packed loads and no byte loads of
   the packed data beyond the scale bytes, no local memory (LDL/STL), no CALL (a software
   conversion routine);
-* GEMV: tensor-core HMMA instructions, no local memory;
+* GEMV: tensor-core HMMA instructions, no local memory, the table decode's PRMT lookups present;
 * fused_mma: HMMA, no local memory, every global load a 16- or 8-byte asynchronous copy into
   shared memory (LDGSTS.E.BYPASS.128 for the weights and activations, LDGSTS.E.64 for the
   scale bytes), every shared load of an operand 128 bits wide, no CALL, and the table decode's
@@ -106,6 +106,19 @@ def check_vec8(instructions: list[str]) -> list[str]:
     return problems
 
 
+#: fewest PRMT instructions a GEMV or fused instantiation may have: one K step's table lookups
+#: for one 16-row tile are 80 PRMTs plus 16 to build its four tables
+MIN_TABLE_PRMT = 64
+
+
+def table_decode_problems(ops: list[str]) -> list[str]:
+    """The table decode of mma_decode.cuh (4 PRMTs per table, 10 per 8 weights) must be there."""
+    prmts = sum(o.startswith("PRMT") for o in ops)
+    if prmts < MIN_TABLE_PRMT:
+        return [f"{prmts} PRMT instructions, fewer than {MIN_TABLE_PRMT}: the table decode is missing"]
+    return []
+
+
 def check_gemv(instructions: list[str]) -> list[str]:
     ops = opcodes(instructions)
     problems = []
@@ -113,12 +126,7 @@ def check_gemv(instructions: list[str]) -> list[str]:
         problems.append("no tensor-core HMMA instruction")
     if _local_memory(ops):
         problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
-    return problems
-
-
-#: fewest PRMT instructions a fused instantiation may have: one K step's table lookups for one
-#: 16-row tile are 80 PRMTs plus 16 to build its four tables
-MIN_FUSED_PRMT = 64
+    return problems + table_decode_problems(ops)
 
 
 def check_fused(instructions: list[str]) -> list[str]:
@@ -142,10 +150,6 @@ def check_fused(instructions: list[str]) -> list[str]:
     shared = [o for o in ops if o.startswith("LDS")]
     if not any(o.startswith("LDS.128") for o in shared):
         problems.append("no 128-bit shared load (LDS.128) of the operands")
-    # the table decode (mma_decode.cuh): 4 PRMTs per table and 10 per 8 weights, 96 per step at M <= 8
-    prmts = sum(o.startswith("PRMT") for o in ops)
-    if prmts < MIN_FUSED_PRMT:
-        problems.append(f"{prmts} PRMT instructions, fewer than {MIN_FUSED_PRMT}: the table decode is missing")
     if any(o.startswith("CALL") for o in ops):
         problems.append("CALL to a subroutine (software conversion?)")
     return problems
@@ -187,8 +191,11 @@ def test_gemv_contract(kernel_sass, dtype: str) -> None:
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
     chosen = _select(kernel_sass, "nvfp4_fused_mma_kernel", dtype)
-    assert len(chosen) == 8, (f"one instantiation per M tile configuration and split-K sum (finalize, "
-                              f"last block), got {sorted(chosen)}")
+    # 4 tile configurations x split-K sum (finalize, last block), and the wide block (8 warps) of
+    # the two 128-row configurations: the contract holds every instantiation a launch can take
+    assert len(chosen) == 12, (f"one instantiation per M tile configuration, block width and split-K sum "
+                               f"(finalize, last block), got {sorted(chosen)}")
+    assert sum("ELi8ELb" in name for name in chosen) == 4, sorted(chosen)
     for name, ins in chosen.items():
         problems = check_fused(ins)
         if "ELb1E" in name:
@@ -248,7 +255,20 @@ def test_checkers_report_a_bad_dequant(bad_sass) -> None:
 
 
 def test_checkers_report_a_gemv_without_tensor_cores(bad_sass) -> None:
-    assert "no tensor-core HMMA instruction" in check_gemv(bad_sass["bad_gemv"])
+    problems = check_gemv(bad_sass["bad_gemv"])
+    assert "no tensor-core HMMA instruction" in problems
+    assert any("the table decode is missing" in p for p in problems), problems
+
+
+def test_gemv_checker_flags_a_gemv_without_its_table_decode(kernel_sass) -> None:
+    """The GEMV with its PRMTs turned into other instructions (a decode back to one multiply per
+    value everywhere): the checker must name the missing table decode, and nothing else."""
+    for name, ins in _select(kernel_sass, "nvfp4_gemv_kernel", "bf16").items():
+        assert check_gemv(ins) == [], name
+        regressed = [re.sub(r"^((?:@!?U?P\w+\s+)?)PRMT ", r"\1LOP3.LUT ", i) for i in ins]
+        assert regressed != ins
+        problems = check_gemv(regressed)
+        assert len(problems) == 1 and "the table decode is missing" in problems[0], problems
 
 
 def test_fused_checker_reports_what_the_fused_kernel_must_not_do(bad_sass) -> None:

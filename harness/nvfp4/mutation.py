@@ -211,6 +211,11 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  if (threadIdx.x == 0) *counter = 0;\n",
         "\n"),
     Mutation(
+        "gemv-table-rows-swapped", "kernels/cuda/gemv.cu",
+        "GEMV: the table decode decodes row g + 8 of a tile with row g's scale table",
+        "      decode_word_table(word_of(s.w1, q), t1, r1);\n",
+        "      decode_word_table(word_of(s.w1, q), t0, r1);\n"),
+    Mutation(
         "gemv-warp-order-reversed", "kernels/cuda/gemv.cu",
         "GEMV: the block's 8 warp partials are summed last warp first",
         "    for (int w = 0; w < kWarps; ++w) sum += red[w][src_i][src_lane];\n",

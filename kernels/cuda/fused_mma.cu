@@ -9,7 +9,8 @@
 //
 // Layout of the work. The MMA is m16n8k16 with the weight rows as its M (16 per row tile) and the
 // activation rows as its N (8 per activation tile), as in the GEMV. A block of 4 warps owns
-// 64 * RT weight rows (each warp RT row tiles) and 8 * MT activation rows, and walks its K range
+// 64 * RT weight rows (each warp RT row tiles; a small grid's RT = 2 blocks run as 8 warps of one
+// row tile instead, see block_warps) and 8 * MT activation rows, and walks its K range
 // in steps of 128 values. Each step's operands (64 packed bytes and 8 scale bytes per weight row,
 // 256 bytes per activation row) are brought into shared memory by cp.async, kStages steps ahead,
 // so several steps of the weight stream are in flight per block without holding them in
@@ -56,15 +57,15 @@ using nvfp4::launch_splitk_finalize;
 #endif
 
 constexpr int kWarps = NVFP4_FUSED_WARPS;
-constexpr int kThreads = kWarps * 32;
 constexpr int kStepK = 128;                 // values of K per step: 64 packed bytes, 8 scale bytes per row
 constexpr int kStages = NVFP4_FUSED_STAGES;  // steps in shared memory at once (kStages - 1 in flight)
 constexpr int kRtSmall = NVFP4_FUSED_RT_SMALL;
 constexpr int kRtLarge = NVFP4_FUSED_RT_LARGE;
 
-template <int MT, int RT>
+template <int MT, int RT, int WARPS = kWarps>
 struct Tile {
-  static constexpr int kRows = kWarps * 16 * RT;  // weight rows per block
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kRows = WARPS * 16 * RT;  // weight rows per block
   static constexpr int kActRows = 8 * MT;         // activation rows per block
   static constexpr int kWBytes = kRows * 64;
   static constexpr int kSBytes = kRows * 8;
@@ -105,14 +106,14 @@ __device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_
 // One thread's share of a stage's copies, fixed for the whole K walk: source addresses at step 0
 // (a step adds 64, 8 and 256 bytes) and destinations inside a stage. Rows past N or M copy
 // nothing (cp.async zero-fills), so tail tiles need no other masking.
-template <int MT, int RT>
+template <int MT, int RT, int WARPS>
 struct Loader {
-  using TL = Tile<MT, RT>;
+  using TL = Tile<MT, RT, WARPS>;
   static constexpr int kWChunks = TL::kRows * 4;    // 16-byte chunks of packed weights
   static constexpr int kAChunks = TL::kActRows * 16;  // 16-byte chunks of activations
-  static constexpr int kWIters = (kWChunks + kThreads - 1) / kThreads;
-  static constexpr int kSIters = (TL::kRows + kThreads - 1) / kThreads;
-  static constexpr int kAIters = (kAChunks + kThreads - 1) / kThreads;
+  static constexpr int kWIters = (kWChunks + TL::kThreads - 1) / TL::kThreads;
+  static constexpr int kSIters = (TL::kRows + TL::kThreads - 1) / TL::kThreads;
+  static constexpr int kAIters = (kAChunks + TL::kThreads - 1) / TL::kThreads;
   const uint8_t* w_src[kWIters];
   const uint8_t* s_src[kSIters];
   const uint8_t* a_src[kAIters];
@@ -123,7 +124,7 @@ struct Loader {
                                     int k, int n0, int m0) {
 #pragma unroll
     for (int j = 0; j < kWIters; ++j) {
-      const int i = threadIdx.x + j * kThreads;
+      const int i = threadIdx.x + j * TL::kThreads;
       const int r = i >> 2, c = i & 3;
       w_ok[j] = i < kWChunks && n0 + r < n;
       w_src[j] = w_ok[j] ? packed + static_cast<int64_t>(n0 + r) * (k / 2) + c * 16 : packed;
@@ -131,14 +132,14 @@ struct Loader {
     }
 #pragma unroll
     for (int j = 0; j < kSIters; ++j) {
-      const int r = threadIdx.x + j * kThreads;
+      const int r = threadIdx.x + j * TL::kThreads;
       s_ok[j] = r < TL::kRows && n0 + r < n;
       s_src[j] = s_ok[j] ? scales + static_cast<int64_t>(n0 + r) * (k / 16) : scales;
       s_dst[j] = r < TL::kRows ? TL::kWBytes + r * 8 : -1;
     }
 #pragma unroll
     for (int j = 0; j < kAIters; ++j) {
-      const int i = threadIdx.x + j * kThreads;
+      const int i = threadIdx.x + j * TL::kThreads;
       const int r = i >> 4, c = i & 15;
       a_ok[j] = i < kAChunks && m0 + r < m;
       a_src[j] = a_ok[j] ? a + (static_cast<int64_t>(m0 + r) * k + c * 8) * 2 : a;  // 2-byte values
@@ -149,19 +150,19 @@ struct Loader {
   __device__ __forceinline__ void load(uint8_t* stage, int step) const {
 #pragma unroll
     for (int j = 0; j < kWIters; ++j) {
-      if (kWChunks % kThreads == 0 || w_dst[j] >= 0) {
+      if (kWChunks % TL::kThreads == 0 || w_dst[j] >= 0) {
         cp_async16(stage + w_dst[j], w_src[j] + (w_ok[j] ? step * 64 : 0), w_ok[j]);
       }
     }
 #pragma unroll
     for (int j = 0; j < kSIters; ++j) {
-      if (TL::kRows % kThreads == 0 || s_dst[j] >= 0) {
+      if (TL::kRows % TL::kThreads == 0 || s_dst[j] >= 0) {
         cp_async8(stage + s_dst[j], s_src[j] + (s_ok[j] ? step * 8 : 0), s_ok[j]);
       }
     }
 #pragma unroll
     for (int j = 0; j < kAIters; ++j) {
-      if (kAChunks % kThreads == 0 || a_dst[j] >= 0) {
+      if (kAChunks % TL::kThreads == 0 || a_dst[j] >= 0) {
         cp_async16(stage + a_dst[j], a_src[j] + (a_ok[j] ? step * 256 : 0), a_ok[j]);
       }
     }
@@ -259,10 +260,10 @@ __device__ __forceinline__ void stage_by_multiply(const uint4 (&w)[RT][2], const
   }
 }
 
-template <typename T, int MT, int RT>
+template <typename T, int MT, int RT, int WARPS>
 __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, int warp, int g, int t,
                                               float (&acc)[RT][MT][4]) {
-  using TL = Tile<MT, RT>;
+  using TL = Tile<MT, RT, WARPS>;
   const uint8_t* w_s = stage;
   const uint8_t* s_s = stage + TL::kWBytes;
   const uint8_t* a_s = stage + TL::kWBytes + TL::kSBytes;
@@ -320,12 +321,12 @@ __device__ __forceinline__ int count_split_acq_rel(int* counter) {
   return old;
 }
 
-template <typename T, int MT, int RT>
+template <typename T, int MT, int RT, int WARPS>
 __device__ __noinline__ void last_block_reduce(const float* __restrict__ partial, int* __restrict__ counters,
                                                const unsigned short* __restrict__ bias,
                                                unsigned short* __restrict__ out, int m, int n, int n_tiles,
                                                int m_tiles, int splits) {
-  using TL = Tile<MT, RT>;
+  using TL = Tile<MT, RT, WARPS>;
   // the kernel's tile arithmetic again, so that none of it is kept live across the main loop
   const int m_tile = blockIdx.x % m_tiles;
   const int n_tile = (blockIdx.x / m_tiles) % n_tiles;
@@ -341,7 +342,7 @@ __device__ __noinline__ void last_block_reduce(const float* __restrict__ partial
   if (!last_block) return;
   const int64_t plane = static_cast<int64_t>(m) * n;
   // weight row fastest: neighbouring threads read neighbouring partials of one activation row
-  for (int e = static_cast<int>(threadIdx.x); e < TL::kRows * TL::kActRows; e += kThreads) {
+  for (int e = static_cast<int>(threadIdx.x); e < TL::kRows * TL::kActRows; e += TL::kThreads) {
     const int nn = n0 + e % TL::kRows;
     const int mm = m0 + e / TL::kRows;
     if (nn >= n || mm >= m) continue;
@@ -369,14 +370,14 @@ constexpr int last_block_min_blocks(int mt, bool last_block) { return last_block
 
 // LAST_BLOCK: this instantiation sums the K splits itself (last_block_reduce). It is its own
 // instantiation so that every other launch runs exactly the code it ran before that sum existed.
-template <typename T, int MT, int RT, bool LAST_BLOCK>
-__global__ void __launch_bounds__(kThreads, last_block_min_blocks(MT, LAST_BLOCK))
+template <typename T, int MT, int RT, int WARPS, bool LAST_BLOCK>
+__global__ void __launch_bounds__(WARPS * 32, last_block_min_blocks(MT, LAST_BLOCK))
 nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                        const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
                        float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
                        int steps_per_split, int* __restrict__ counters, int splits) {
-  using TL = Tile<MT, RT>;
+  using TL = Tile<MT, RT, WARPS>;
   extern __shared__ __align__(16) uint8_t smem[];
   // m tile fastest: blocks that share weight rows run together and find them in L2
   const int m_tile = blockIdx.x % m_tiles;
@@ -401,7 +402,7 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][i][c] = 0.f;
 
-  const Loader<MT, RT> loader(packed, scales, a, m, n, k, n0, m0);
+  const Loader<MT, RT, WARPS> loader(packed, scales, a, m, n, k, n0, m0);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < steps) loader.load(smem + s * TL::kStageBytes, step_begin + s);
@@ -413,7 +414,7 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
     const int next = s + kStages - 1;
     if (next < steps) loader.load(smem + (next % kStages) * TL::kStageBytes, step_begin + next);
     cp_async_commit();
-    compute_stage<T, MT, RT>(smem + (s % kStages) * TL::kStageBytes, gs, warp, g, t, acc);
+    compute_stage<T, MT, RT, WARPS>(smem + (s % kStages) * TL::kStageBytes, gs, warp, g, t, acc);
   }
 
   // C fragment: c0, c1 = weight row g, activation rows 2t, 2t+1; c2, c3 = weight row g + 8.
@@ -438,7 +439,7 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
     }
   }
   if constexpr (LAST_BLOCK) {
-    last_block_reduce<T, MT, RT>(partial, counters, bias, out, m, n, n_tiles, m_tiles, splits);
+    last_block_reduce<T, MT, RT, WARPS>(partial, counters, bias, out, m, n, n_tiles, m_tiles, splits);
   }
 }
 
@@ -455,13 +456,46 @@ __host__ __device__ constexpr Config config_for(int m) {
                                                                     : Config{8, kRtLarge};
 }
 
-template <typename T, int MT, int RT>
+// The wide block: the tiles of two row tiles per warp (M > 16) run as twice the warps with one
+// row tile each when their grid is small. Same weight rows per block, same split count (the
+// host's, from the narrow block's occupancy) and the same K order for every output, so the same
+// bits; only the parallelism inside a block changes. A grid of at most one block per
+// multiprocessor leaves each SM one block's warps and makes each block's latency the call's,
+// which twice the warps shortens; a grid that fills the GPU runs faster with the narrow block
+// (benchmarks/NOTES.md, "wide blocks"). NVFP4_FUSED_WIDE_BLOCKS_PER_SM scales the limit (0: never).
+#ifndef NVFP4_FUSED_WIDE_BLOCKS_PER_SM
+#define NVFP4_FUSED_WIDE_BLOCKS_PER_SM 1
+#endif
+
+// Warps per block of the launch for [m, k] x [n, k]^T with `splits` K splits on `sms` SMs.
+__host__ __device__ constexpr int block_warps(int m, int64_t n, int splits, int sms) {
+  const Config c = config_for(m);
+  const int64_t rows = kWarps * 16 * c.rt, act_rows = 8 * c.mt;
+  const int64_t blocks = ((n + rows - 1) / rows) * ((m + act_rows - 1) / act_rows) * splits;
+  return c.rt == 2 && blocks <= static_cast<int64_t>(sms) * NVFP4_FUSED_WIDE_BLOCKS_PER_SM ? 2 * kWarps : kWarps;
+}
+
+// Multiprocessors of the current device, asked once per device.
+int device_sms() {
+  static int cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+  if (cache[dev] == 0) {
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cache[dev] = sms > 0 ? sms : 1;
+  }
+  return cache[dev];
+}
+
+template <typename T, int MT, int RT, int WARPS>
 cudaError_t launch_config(const void* a, const void* packed, const void* scales, const void* g,
                           const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
                           int splits, cudaStream_t stream) {
-  using TL = Tile<MT, RT>;
+  using TL = Tile<MT, RT, WARPS>;
   const bool last_block = splits > 1 && counters != nullptr;
-  auto kernel = last_block ? nvfp4_fused_mma_kernel<T, MT, RT, true> : nvfp4_fused_mma_kernel<T, MT, RT, false>;
+  auto kernel = last_block ? nvfp4_fused_mma_kernel<T, MT, RT, WARPS, true>
+                           : nvfp4_fused_mma_kernel<T, MT, RT, WARPS, false>;
   static int configured_for[2] = {-1, -1};  // the device whose shared-memory limit was raised last
   int dev = 0;
   cudaGetDevice(&dev);
@@ -484,11 +518,24 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
   const uint8_t* s8 = static_cast<const uint8_t*>(scales);
   const float* gf = static_cast<const float*>(g);
   int* count = last_block ? counters : nullptr;
-  kernel<<<blocks, kThreads, TL::kSmemBytes, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
-                                                       steps_per_split, count, splits);
+  kernel<<<blocks, TL::kThreads, TL::kSmemBytes, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
+                                                           steps_per_split, count, splits);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || splits <= 1 || last_block) return err;
   return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
+}
+
+template <typename T, int MT>
+cudaError_t launch_large(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                         void* out, float* workspace, int* counters, int m, int n, int k, int splits,
+                         cudaStream_t stream) {
+  static_assert(kRtLarge == 2, "the wide block halves two row tiles per warp");
+  if (block_warps(m, n, splits, device_sms()) == 2 * kWarps) {
+    return launch_config<T, MT, 1, 2 * kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
+                                               stream);
+  }
+  return launch_config<T, MT, kRtLarge, kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
+                                                stream);
 }
 
 template <typename T>
@@ -497,28 +544,32 @@ cudaError_t launch_fused(const void* a, const void* packed, const void* scales, 
                          int splits, cudaStream_t stream) {
   const Config c = config_for(m);
   if (c.mt == 1) {
-    return launch_config<T, 1, kRtSmall>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+    return launch_config<T, 1, kRtSmall, kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
+                                                 splits, stream);
   }
   if (c.mt == 2) {
-    return launch_config<T, 2, kRtSmall>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+    return launch_config<T, 2, kRtSmall, kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
+                                                 splits, stream);
   }
   if (c.mt == 4) {
-    return launch_config<T, 4, kRtLarge>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+    return launch_large<T, 4>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
   }
-  return launch_config<T, 8, kRtLarge>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+  return launch_large<T, 8>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
 }
 
+// The narrow block's occupancy: the one the host's split count is chosen for.
 template <int MT, int RT>
 int occupancy_of() {
   // the dynamic shared-memory limit is raised first, as a launch does
-  if (cudaFuncSetAttribute(nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, false>,
+  if (cudaFuncSetAttribute(nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, kWarps, false>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                            Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
     return -1;
   }
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, false>,
-                                                    kThreads, Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks,
+                                                    nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, kWarps, false>,
+                                                    Tile<MT, RT>::kThreads, Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
     return -1;
   }
   return blocks;
@@ -542,6 +593,14 @@ int nvfp4_fused_tile(int32_t m) {
   if (m < 1) return 0;
   const Config c = config_for(m);
   return ((kWarps * 16 * c.rt) << 16) | (8 * c.mt);
+}
+
+// Warps per block of the launch for [m, n] with `splits` K splits on a GPU of `sms` SMs: 8 where a
+// tile of two row tiles per warp runs as the wide block (block_warps), else 4; 0 for bad
+// arguments. nvfp4_kernels.tiling mirrors it.
+int nvfp4_fused_block_warps(int32_t m, int64_t n, int32_t splits, int32_t sms) {
+  if (m < 1 || m > 256 || n < 1 || splits < 1 || sms < 1) return 0;
+  return block_warps(m, n, splits, sms);
 }
 
 // Resident blocks per multiprocessor of the configuration for M on the current device (raising
