@@ -77,6 +77,9 @@ def test_the_fused_kernels_block_width_rule_is_mirrored_by_tiling(library: Path)
                     seen.add(want)
     assert seen == {4, 8}
     assert lib.nvfp4_fused_block_warps(0, 64, 1, 132) == 0 and lib.nvfp4_fused_block_warps(17, 64, 1, 0) == 0
+    for bad in ((17, 64, 0, 132), (17, 64, 1, 0), (17, 0, 1, 132)):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            fused_block_warps(*bad)
 
 
 @needs_nvcc

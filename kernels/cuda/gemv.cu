@@ -1,8 +1,9 @@
 // Decode GEMV for NVFP4 weights: Y[m, n] = sum_k A[m, k] * W[n, k] (+ bias[n]), 1 <= M <= 8,
 // block_size 16, K % 32 == 0. Weights are read once, decoded in registers to the same T bits as
 // the dequant kernels (through the fused kernel's per-block tables where a warp's scales allow,
-// else by multiplying each value), and multiplied on tensor cores: mma.sync m16n8k16 with 16 weight rows as
-// the MMA's M, the <= 8 activation rows as its N (missing rows are zeros) and fp32 accumulators.
+// else by multiplying each value), and multiplied on tensor cores: mma.sync m16n8k16 with 16
+// weight rows as the MMA's M, the <= 8 activation rows as its N (missing rows are zeros) and fp32
+// accumulators.
 //
 // k order inside an MMA is free, so thread (group g, lane-in-group t) loads 16 contiguous packed
 // bytes (32 values) of weight rows g and g+8 per 128-value step and feeds values 4j..4j+3 to the
