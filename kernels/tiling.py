@@ -45,6 +45,13 @@ def fused_tile(m: int) -> tuple[int, int]:
     return 128, 64
 
 
+def fused_grid_tiles(n: int, m: int) -> int:
+    """(N, M) tiles of the fused kernel's launch for ``n`` weight rows and ``m`` activation rows:
+    its blocks per K split (fused_mma.cu, grid_tiles)."""
+    rows, act_rows = fused_tile(m)
+    return -(-n // rows) * -(-m // act_rows)
+
+
 #: warps of the fused kernel's block, and of its wide block (fused_mma.cu, block_warps)
 FUSED_WARPS, FUSED_WIDE_WARPS = 4, 8
 #: a grid of at most this many blocks per multiprocessor runs its two-row-tile blocks wide
@@ -63,12 +70,11 @@ def fused_block_warps(m: int, n: int, splits: int, sms: int = H200_SMS) -> int:
     (benchmarks/experiments/fused-wide-blocks-2026-12-02.json), and slower where the grid fills
     the GPU (0.83-1.06x from 192 blocks on, faster narrow on most rows).
     """
-    rows, act_rows = fused_tile(m)
     if splits < 1 or sms < 1 or n < 1:
         raise ValueError(f"splits, sms and n must be >= 1, got {splits}, {sms}, {n}")
-    if rows == 64:  # one row tile per warp already (M <= 16)
+    if fused_tile(m)[0] == 64:  # one row tile per warp already (M <= 16)
         return FUSED_WARPS
-    blocks = -(-n // rows) * -(-m // act_rows) * splits
+    blocks = fused_grid_tiles(n, m) * splits
     return FUSED_WIDE_WARPS if blocks <= sms * FUSED_WIDE_BLOCKS_PER_SM else FUSED_WARPS
 
 
@@ -90,7 +96,7 @@ def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm
         blocks_per_sm = FUSED_OCCUPANCY_H200[(rows, act_rows)]
     if sms < 1 or blocks_per_sm < 1:
         raise ValueError(f"sms and blocks_per_sm must be >= 1, got {sms} and {blocks_per_sm}")
-    tiles = -(-n // rows) * -(-m // act_rows)
+    tiles = fused_grid_tiles(n, m)
     steps = k // FUSED_STEP_K
     slots = sms * blocks_per_sm
     weight_bytes = n * k * 9 / 16

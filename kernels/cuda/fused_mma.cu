@@ -467,12 +467,18 @@ __host__ __device__ constexpr Config config_for(int m) {
 #define NVFP4_FUSED_WIDE_BLOCKS_PER_SM 1
 #endif
 
-// Warps per block of the launch for [m, k] x [n, k]^T with `splits` K splits on `sms` SMs.
-__host__ __device__ constexpr int block_warps(int m, int64_t n, int splits, int sms) {
+// (N, M) tiles of a launch for [m, n], i.e. its blocks per K split (the narrow block's rows).
+__host__ __device__ constexpr int64_t grid_tiles(int m, int64_t n) {
   const Config c = config_for(m);
   const int64_t rows = kWarps * 16 * c.rt, act_rows = 8 * c.mt;
-  const int64_t blocks = ((n + rows - 1) / rows) * ((m + act_rows - 1) / act_rows) * splits;
-  return c.rt == 2 && blocks <= static_cast<int64_t>(sms) * NVFP4_FUSED_WIDE_BLOCKS_PER_SM ? 2 * kWarps : kWarps;
+  return ((n + rows - 1) / rows) * ((m + act_rows - 1) / act_rows);
+}
+
+// Warps per block of the launch for [m, k] x [n, k]^T with `splits` K splits on `sms` SMs.
+__host__ __device__ constexpr int block_warps(int m, int64_t n, int splits, int sms) {
+  const int64_t blocks = grid_tiles(m, n) * splits;
+  return config_for(m).rt == 2 && blocks <= static_cast<int64_t>(sms) * NVFP4_FUSED_WIDE_BLOCKS_PER_SM ? 2 * kWarps
+                                                                                                        : kWarps;
 }
 
 // Multiprocessors of the current device, asked once per device.
@@ -582,9 +588,7 @@ extern "C" {
 // Tiles (blocks per split) of a launch for [m, n]: the counters a last-block reduction needs.
 int64_t nvfp4_fused_tiles(int32_t m, int64_t n) {
   if (m < 1 || m > 256 || n < 1) return 0;
-  const Config c = config_for(m);
-  const int64_t rows = kWarps * 16 * c.rt, act_rows = 8 * c.mt;
-  return ((n + rows - 1) / rows) * ((m + act_rows - 1) / act_rows);
+  return grid_tiles(m, n);
 }
 
 // The fused kernel's tile shape for M: packed as (weight rows per block) << 16 | (activation rows
