@@ -23,11 +23,13 @@ GEMV_MAX_M = 8
 FUSED_K_MULTIPLE = 128
 #: the most weights (N * K) of a layer the decode GEMV takes under the default policy. On the
 #: H200, with calls back to back and every call streaming its weights from device memory, the
-#: GEMV was 1.16-1.72x faster than fused_mma at M = 1 and 8 on every layer of at most 2^24
-#: weights timed (1024 x 1024 to 4096 x 4096, 6144 x 2048; 2048 x 6144 even), and fused_mma
-#: 0.80-1.00x the GEMV's time on every larger one, 17408 x 5120 and 5120 x 17408 included
-#: (benchmarks/experiments/decode-paths-rotating-2026-12-02.json; a CPU test holds it to that file)
-GEMV_DEFAULT_MAX_WEIGHTS = 1 << 24
+#: GEMV (its K loop as of f92d14e) took at most 1.06x fused_mma's time at M = 1 and 8 on every
+#: layer of at most 2^26 weights timed (1024 x 1024 to 8192 x 8192; up to 1.90x faster on the
+#: small ones), and fused_mma at most 1.01x the GEMV's on every larger one (13824 x 5120 to
+#: 248320 x 2048, 17408 x 5120 and 5120 x 17408 included). 2^25 or 2^27 would each cost some
+#: layer 1.12x or more (benchmarks/experiments/decode-paths-rotating-2026-12-02-e36dfd6.json; a
+#: CPU test holds the limit to that file)
+GEMV_DEFAULT_MAX_WEIGHTS = 1 << 26
 
 OPS = ("matmul", "dequantize")
 
@@ -40,9 +42,10 @@ class Policy:
     at most ``gemv_max_weights`` weights (N * K; None: any layer). ``fused_max_m``: the largest M
     the fused tensor-core path takes (at most 256); GEMV comes first in preference order, so the
     fused path takes the M <= fused_max_m that the GEMV does not. The defaults are the crossovers
-    measured on the H200: the GEMV beat the fused path at every M from 1 to 8 on every layer of
-    at most 2^24 weights and lost on every larger one (:data:`GEMV_DEFAULT_MAX_WEIGHTS`), so on
-    the bench's two large shapes the fused path takes decode (BENCHMARKS.md, section "paths"; a
+    measured on the H200: the GEMV was within 6% of the fused path or faster at every M from 1 to
+    8 on every layer of at most 2^26 weights and slower on larger ones
+    (:data:`GEMV_DEFAULT_MAX_WEIGHTS`), so on the bench's two large shapes (89 M weights) the
+    fused path takes decode (BENCHMARKS.md, section "paths"; a
     CPU test checks the committed runs); the fused path beat prefill up to M = 128 (with the
     split model of nvfp4_kernels.tiling) and lost from M = 160 on.
     ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.

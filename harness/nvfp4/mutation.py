@@ -216,6 +216,12 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "      decode_word_table(word_of(s.w1, q), t1, r1);\n",
         "      decode_word_table(word_of(s.w1, q), t0, r1);\n"),
     Mutation(
+        "gemv-partial-step-overread", "kernels/cuda/gemv.cu",
+        "GEMV: a partial last K step (K % 128 != 0) is loaded whole, so its missing values come "
+        "from the next weight and activation row",
+        "    k_left = k - 32 * t;\n",
+        "    k_left = k;\n"),
+    Mutation(
         "gemv-warp-order-reversed", "kernels/cuda/gemv.cu",
         "GEMV: the block's 8 warp partials are summed last warp first",
         "    for (int w = 0; w < kWarps; ++w) sum += red[w][src_i][src_lane];\n",

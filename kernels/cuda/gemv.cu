@@ -32,36 +32,75 @@ using nvfp4::launch_splitk_finalize;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kStepK = 128;  // values of K per warp step (4 threads x 32 values)
+#ifndef NVFP4_GEMV_DEPTH
+#define NVFP4_GEMV_DEPTH 2
+#endif
+#ifndef NVFP4_GEMV_ACT_DEPTH
+#define NVFP4_GEMV_ACT_DEPTH NVFP4_GEMV_DEPTH
+#endif
+// Steps a warp holds in registers (the kernel's loop below): the one being decoded and the
+// weights of kDepth - 1 more in flight, the activations (L2-resident after the first blocks) of
+// kActDepth - 1 more. Build-time knobs for measuring; the defaults are the measured best.
+constexpr int kDepth = NVFP4_GEMV_DEPTH;
+constexpr int kActDepth = NVFP4_GEMV_ACT_DEPTH;
+static_assert(kActDepth >= 1 && kActDepth <= kDepth, "activations are loaded at most as far ahead as weights");
 
 // One thread's operands for one K step: 16 packed bytes of rows g and g+8, their two scale bytes
-// each, and 32 activation values of row g (zeros where the row or the step does not exist).
+// each (the weight part, Step::w*), and 32 activation values of row g (zeros where the row or the
+// step does not exist). The two parts are loaded at different distances ahead (kDepth, kActDepth).
 struct Step {
   uint4 w0, w1;
   uint32_t sc0, sc1;
   uint4 act[4];
 };
 
-template <typename T>
-__device__ __forceinline__ void load_step(Step& s, const uint4* __restrict__ packed,
-                                          const uint8_t* __restrict__ scales,
-                                          const uint4* __restrict__ a, int m, int n, int k, int row0,
-                                          int g, int t, int step) {
-  const int k_off = step * kStepK + 32 * t;
-  const bool k_ok = k_off < k;
-  const int row1 = row0 + 8;
-  const bool ok0 = k_ok && row0 < n;
-  const bool ok1 = k_ok && row1 < n;
-  const int64_t wcols = k / 32;   // uint4 per packed row
-  const int64_t scols = k / 16;   // scale bytes per row (even)
+// One thread's source addresses at step 0, fixed for the whole K walk (a step adds 4 uint4 of
+// packed weights, 4 scale pairs and 16 uint4 of activations), and which of its rows exist. Rows
+// past N or M point at row 0 and are never loaded: their values are zeros. (Recomputing the
+// addresses from the step index every step cost about 60 of a step's ~250 instructions.)
+struct Cursor {
+  const uint4* w0;
+  const uint4* w1;
+  const unsigned short* s0;
+  const unsigned short* s1;
+  const uint4* act;
+  bool ok0, ok1, act_ok;
+  int k_left;  // k - 32 t: the thread's values of a step exist while step * 128 < k_left
+
+  __device__ __forceinline__ Cursor(const uint4* __restrict__ packed, const uint8_t* __restrict__ scales,
+                                    const uint4* __restrict__ a, int m, int n, int k, int row0, int g, int t) {
+    const int row1 = row0 + 8;
+    ok0 = row0 < n;
+    ok1 = row1 < n;
+    act_ok = g < m;
+    const int64_t wcols = k / 32;  // uint4 per packed row
+    const int64_t scols = k / 32;  // scale pairs per row
+    const unsigned short* s16 = reinterpret_cast<const unsigned short*>(scales);
+    w0 = packed + (ok0 ? row0 : 0) * wcols + t;
+    w1 = packed + (ok1 ? row1 : 0) * wcols + t;
+    s0 = s16 + (ok0 ? row0 : 0) * scols + t;
+    s1 = s16 + (ok1 ? row1 : 0) * scols + t;
+    act = a + (act_ok ? static_cast<int64_t>(g) * (k / 8) : 0) + 4 * t;  // 8 values per uint4
+    k_left = k - 32 * t;
+  }
+
+  __device__ __forceinline__ bool step_ok(int step) const { return step * kStepK < k_left; }
+};
+
+__device__ __forceinline__ void load_weights(Step& s, const Cursor& c, int step) {
+  const bool k_ok = c.step_ok(step);
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  s.w0 = ok0 ? load_stream_v4(packed + row0 * wcols + k_off / 32) : zero;
-  s.w1 = ok1 ? load_stream_v4(packed + row1 * wcols + k_off / 32) : zero;
-  s.sc0 = ok0 ? __ldg(reinterpret_cast<const unsigned short*>(scales + row0 * scols + k_off / 16)) : 0u;
-  s.sc1 = ok1 ? __ldg(reinterpret_cast<const unsigned short*>(scales + row1 * scols + k_off / 16)) : 0u;
-  const bool act_ok = k_ok && g < m;
-  const uint4* arow = a + (static_cast<int64_t>(g) * k + k_off) / 8;  // 8 values per uint4
+  s.w0 = k_ok && c.ok0 ? load_stream_v4(c.w0 + 4 * step) : zero;
+  s.w1 = k_ok && c.ok1 ? load_stream_v4(c.w1 + 4 * step) : zero;
+  s.sc0 = k_ok && c.ok0 ? __ldg(c.s0 + 4 * step) : 0u;
+  s.sc1 = k_ok && c.ok1 ? __ldg(c.s1 + 4 * step) : 0u;
+}
+
+__device__ __forceinline__ void load_activations(Step& s, const Cursor& c, int step) {
+  const bool ok = c.act_ok && c.step_ok(step);
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) s.act[i] = act_ok ? __ldg(arow + i) : zero;
+  for (int i = 0; i < 4; ++i) s.act[i] = ok ? __ldg(c.act + 16 * step + i) : zero;
 }
 
 template <typename T, bool FAST>
@@ -149,18 +188,33 @@ nvfp4_gemv_kernel(const uint4* __restrict__ a, const uint4* __restrict__ packed,
   const float gs = __ldg(g_ptr);
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  // Warp `warp` takes steps warp, warp + 8, ...; the next step's loads are issued before the
-  // current step is decoded. (A variant keeping 3 weight steps in flight and loading activations
-  // just in time measured 10% slower on the H200, 39.3 against 35.7 us at 17408 x 5120, M = 1.)
-  int step = step_begin + warp;
-  Step cur;
-  if (step < step_end) load_step<T>(cur, packed, scales, a, m, n, k, row0, g, t, step);
-  for (; step < step_end; step += kWarps) {
-    Step nxt;
-    const bool more = step + kWarps < step_end;
-    if (more) load_step<T>(nxt, packed, scales, a, m, n, k, row0, g, t, step + kWarps);
-    run_step<T>(cur, gs, acc);
-    if (more) cur = nxt;
+  // Warp `warp` takes steps warp, warp + 8, ... in that order (so the bits do not depend on
+  // kDepth). A ring of kDepth steps in registers, unrolled so that every slot is a fixed set of
+  // registers, keeps the next steps' loads in flight while one step is decoded. Measured on the
+  // H200 against the loop it replaced (one step in flight, the next step's operands copied into
+  // the current one's registers after every step): depth 2 1.035x faster (median of 48 rows,
+  // 0.99-1.07x; benchmarks/NOTES.md), depth 3 no faster, depth 4 spills (0.65-0.83x). An older
+  // variant keeping 3 weight steps in flight and loading activations just in time measured 10%
+  // slower (39.3 against 35.7 us at 17408 x 5120, M = 1).
+  const Cursor cursor(packed, scales, a, m, n, k, row0, g, t);
+  Step ring[kDepth];
+#pragma unroll
+  for (int j = 0; j < kDepth - 1; ++j) {
+    const int s = step_begin + warp + j * kWarps;
+    if (s < step_end) load_weights(ring[j], cursor, s);
+    if (j < kActDepth - 1 && s < step_end) load_activations(ring[j], cursor, s);
+  }
+  for (int base = step_begin + warp; base < step_end; base += kDepth * kWarps) {
+#pragma unroll
+    for (int j = 0; j < kDepth; ++j) {
+      const int s = base + j * kWarps;
+      if (s >= step_end) break;  // the same for the whole warp
+      const int ahead = s + (kDepth - 1) * kWarps;
+      if (ahead < step_end) load_weights(ring[(j + kDepth - 1) % kDepth], cursor, ahead);
+      const int act_ahead = s + (kActDepth - 1) * kWarps;
+      if (act_ahead < step_end) load_activations(ring[(j + kActDepth - 1) % kDepth], cursor, act_ahead);
+      run_step<T>(ring[j], gs, acc);
+    }
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) red[warp][i][lane] = acc[i];
