@@ -11,8 +11,9 @@
 // exactly the same 32 k positions (64 contiguous bytes) for its B fragment. Every global load is
 // contiguous and 16 bytes wide. A block owns one 16-row tile; its 8 warps split the K steps and
 // reduce through shared memory in a fixed order. When N/16 tiles do not fill the GPU, K is also
-// split across blocks (fp32 partials in a workspace, summed in a fixed order by a finalize kernel),
-// so the bias is added in fp32 and the result rounded to T exactly once either way.
+// split across blocks (fp32 partials in a workspace, summed in split order by the tile's last
+// block inside the launch when the caller passes tile counters, else by a finalize kernel: the
+// same bits), so the bias is added in fp32 and the result rounded to T exactly once either way.
 #include "mma_decode.cuh"
 
 namespace {
