@@ -44,7 +44,7 @@ _I64 = ctypes.c_int64
 _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_dequant_scalar": (ctypes.c_int, [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_launch_dequant_vec8": (ctypes.c_int, [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _I32, _P]),
-    "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
     "nvfp4_launch_fused": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_fused_tiles": (ctypes.c_int64, [_I32, _I64]),
@@ -265,17 +265,21 @@ def _aligned(t: Any, alignment: int) -> Any:
     return t if t.data_ptr() % alignment == 0 else t.clone()
 
 
-def gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any) -> None:
+def gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, reduction: str = "auto") -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused decode GEMV; 1 <= M <= 8, block_size 16,
-    K % 32 == 0. fp32 accumulation; the bias is added in fp32 before the single rounding."""
+    K % 32 == 0. fp32 accumulation; the bias is added in fp32 before the single rounding.
+    ``reduction`` (:data:`FUSED_REDUCTIONS`) picks how K splits are summed, with the same bits."""
     m, n, k, bf16 = _check_matmul_operands("GEMV", a, packed, scales, g, bias, out, 8, 32)
+    if reduction not in FUSED_REDUCTIONS:
+        raise ValueError(f"reduction must be one of {FUSED_REDUCTIONS}, got {reduction!r}")
     if n == 0 or k == 0:
         return
+    splits = gemv_splits(n, k)
     a_ = _aligned(a, 16)
     packed_ = _aligned(packed, 16)
     scales_ = _aligned(scales, 2)
-    launch_gemv(a_, packed_, scales_, g.data_ptr(), bias, out, m, n, k, bf16, gemv_splits(n, k),
-                _stream(out))
+    launch_gemv(a_, packed_, scales_, g.data_ptr(), bias, out, m, n, k, bf16, splits, _stream(out),
+                gemv_reduction(splits) if reduction == "auto" else reduction)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -286,22 +290,34 @@ def gemv_splits(n: int, k: int) -> int:
 
 
 def launch_gemv(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, out: Any, m: int, n: int, k: int,
-                bf16: int, splits: int, stream: int) -> None:
+                bf16: int, splits: int, stream: int, reduction: str = "finalize") -> None:
     """Launch the GEMV on arguments :func:`gemv` (or the dispatcher's plan) has already checked:
     CUDA tensors on one device, contiguous, ``a`` and ``packed`` 16-byte and ``scales`` 2-byte
-    aligned. Allocates the split-K workspace when ``splits > 1``."""
-    workspace = None
+    aligned. With ``splits > 1`` it takes a split-K workspace and, for ``reduction``
+    "last_block", the zeroed tile counters (:func:`splitk_buffers`)."""
+    workspace = counters = None
     if splits > 1:
-        import torch
-
-        workspace = torch.empty(splits * m * n, dtype=torch.float32, device=out.device)
+        count = gemv_tiles(n) if reduction == "last_block" else 0
+        workspace, counters = splitk_buffers(out.device.index, stream, splits * m * n, count)
     lib = _lib if _lib is not None else load_library()
     err = lib.nvfp4_launch_gemv(a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr,
-                                           None if bias is None else bias.data_ptr(), out.data_ptr(),
-                                           None if workspace is None else workspace.data_ptr(),
-                                           m, n, k, bf16, splits, stream)
+                                None if bias is None else bias.data_ptr(), out.data_ptr(), workspace,
+                                counters or None, m, n, k, bf16, splits, stream)
     if err:
         _check(err, KERNEL_NAMES["gemv"])
+
+
+def gemv_tiles(n: int) -> int:
+    """The GEMV's 16-row tiles of an [n, k] weight (the counters its last-block sum needs)."""
+    return (n + 15) // 16
+
+
+def gemv_reduction(splits: int) -> str:
+    """How the GEMV sums ``splits`` K splits by default: "none" for one split, else "last_block"
+    (in the launch). Its tile of 16 rows and at most 8 activation rows is summed by a block of
+    256 threads in one pass, so unlike the fused kernel's larger tiles it needs no M limit
+    (benchmarks/NOTES.md: the GEMV's one-launch split-K sum)."""
+    return "none" if splits < 2 else "last_block"
 
 
 def _check_matmul_operands(kernel: str, a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,

@@ -74,8 +74,12 @@ class Plan:
         # counter per tile
         split = self.splits > 1
         self.workspace_floats = self.splits * problem.m * problem.n if split else 0
-        self.counter_count = (cuda_backend.fused_tiles(problem.m, problem.n) if self.path == "fused_mma"
-                              and cuda_backend.fused_reduction(self.splits, problem.m) == "last_block" else 0)
+        if self.path == "fused_mma" and cuda_backend.fused_reduction(self.splits, problem.m) == "last_block":
+            self.counter_count = cuda_backend.fused_tiles(problem.m, problem.n)
+        elif self.path == "gemv" and cuda_backend.gemv_reduction(self.splits) == "last_block":
+            self.counter_count = cuda_backend.gemv_tiles(problem.n)
+        else:
+            self.counter_count = 0
         self.out_shape = prepared.lead + (problem.n,)
         self.reshape = self.out_shape != (problem.m, problem.n)
         self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()

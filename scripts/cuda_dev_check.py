@@ -167,7 +167,7 @@ def time_gemv(rows: list, timer: Timer, m: int, n: int, k: int) -> None:
     ws = torch.empty(max(1, splits * m * n), dtype=torch.float32, device=DEV)
     stream = torch.cuda.current_stream().cuda_stream
     gemv_us = timer(lambda: lib.nvfp4_launch_gemv(a.data_ptr(), pd.data_ptr(), sd.data_ptr(), gd.data_ptr(),
-                                                  None, out.data_ptr(), ws.data_ptr(), m, n, k, 1, splits,
+                                                  None, out.data_ptr(), ws.data_ptr(), None, m, n, k, 1, splits,
                                                   stream))
     cublas_us = timer(lambda: torch.matmul(a, w.t()))
     rows.append({"M": m, "N": n, "K": k, "bytes": nbytes, "copy_us": copy, "gemv_us": gemv_us,

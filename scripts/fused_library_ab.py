@@ -55,9 +55,15 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--kernel", choices=("fused", "gemv"), default="fused",
                         help="the launcher compared: the fused kernel (M <= 256) or the decode GEMV (M <= 8)")
+    parser.add_argument("--gemv-reductions", default=None, metavar="A,B",
+                        help="with --kernel gemv: how each build sums K splits, 'finalize' or 'last_block' "
+                             "(default: cuda_backend.gemv_reduction for both)")
     parser.add_argument("--same-splits", action="store_true",
                         help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
+    gemv_reductions = {}
+    if args.gemv_reductions:
+        gemv_reductions = dict(zip(("a", "b"), args.gemv_reductions.split(","), strict=True))
     libs = {"a": _load(args.a), "b": _load(args.b)}
     stream = torch.cuda.current_stream().cuda_stream
     counters = {name: cuda_backend.splitk_counters(0, stream, 1 << 16) for name in libs}
@@ -86,7 +92,12 @@ def main() -> int:
                 outputs: dict[str, torch.Tensor] = {}
                 for name, lib in libs.items():
                     splits = split_of[name]
-                    reduction = cuda_backend.fused_reduction(splits, m)
+                    if args.kernel == "gemv":
+                        default = cuda_backend.gemv_reduction(splits)
+                        reduction = gemv_reductions.get(name, default) if splits > 1 else "none"
+                    else:
+                        reduction = cuda_backend.fused_reduction(splits, m)
+                    row[f"{name}_reduction"] = reduction
                     out = torch.empty(m, n, dtype=tdt, device="cuda")
                     count = counters[name].data_ptr() if reduction == "last_block" else None
 
@@ -94,8 +105,8 @@ def main() -> int:
                         stream_now = torch.cuda.current_stream().cuda_stream
                         if args.kernel == "gemv":
                             err = lib.nvfp4_launch_gemv(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
-                                                        out.data_ptr(), workspace if splits > 1 else None, m, n, k,
-                                                        int(dtype == "bfloat16"), splits, stream_now)
+                                                        out.data_ptr(), workspace if splits > 1 else None, count,
+                                                        m, n, k, int(dtype == "bfloat16"), splits, stream_now)
                         else:
                             err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(),
                                                          None, out.data_ptr(), workspace if splits > 1 else None,

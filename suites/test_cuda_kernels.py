@@ -259,6 +259,31 @@ def test_fused_mma_split_k_sums_give_the_same_bits(backend_ready, m: int, n: int
     _assert_single_rounding_bound(a, w, b, outs["last_block"][0], "bfloat16")
 
 
+@pytest.mark.parametrize("m", (1, 3, 8))
+@pytest.mark.parametrize("n,k", ((512, 16384), (300, 11264), (300, 11296)))
+def test_gemv_split_k_sums_give_the_same_bits(backend_ready, m: int, n: int, k: int) -> None:
+    """The GEMV's two ways of summing its K splits (the tile's last block inside the launch, the
+    finalize kernel after it) give the same bits, with a partial row tile (N = 300), an uneven
+    last split (88 steps in 3) and a partial last K step (K % 128 = 32). Repeated calls check
+    that the last-block counters are left at 0."""
+    dtype = "bfloat16" if m != 3 else "float16"
+    assert cuda_backend.gemv_splits(n, k) > 1, "the shape must split K across blocks on this GPU"
+    a, w, b, _ = _gemv_case(m, n, k, dtype, bias=m != 8, seed=m * 7 + n)
+    packed, scales = _weights(n, k, 16, seed=m * 7 + n, special=False)
+    pd, sd = _dev(packed), _dev(scales)
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    outs = {}
+    for reduction in ("finalize", "last_block", "last_block", "auto"):
+        out = torch.full((m, n), float("nan"), dtype=getattr(torch, dtype), device="cuda")
+        cuda_backend.gemv(a, pd, sd, g, b, out, reduction=reduction)
+        outs.setdefault(reduction, []).append(out)
+    want = outs["finalize"][0].view(torch.int16)
+    for reduction, results in outs.items():
+        for out in results:
+            assert torch.equal(out.view(torch.int16), want), reduction
+    _assert_single_rounding_bound(a, w, b, outs["last_block"][0], dtype)
+
+
 @pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
 @pytest.mark.parametrize("m", (17, 32, 33, 64, 100, 256))
 def test_fused_mma_wide_and_narrow_blocks_give_the_same_bits(backend_ready, m: int, dtype: str) -> None:

@@ -222,6 +222,11 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "    k_left = k - 32 * t;\n",
         "    k_left = k;\n"),
     Mutation(
+        "gemv-last-block-order-reversed", "kernels/cuda/gemv.cu",
+        "GEMV's in-launch last-block sum adds the splits' partials last split first",
+        "    for (int s = 0; s < splits; ++s) sum += __ldcg(p + s * plane);\n",
+        "    for (int s = splits - 1; s >= 0; --s) sum += __ldcg(p + s * plane);\n"),
+    Mutation(
         "gemv-warp-order-reversed", "kernels/cuda/gemv.cu",
         "GEMV: the block's 8 warp partials are summed last warp first",
         "    for (int w = 0; w < kWarps; ++w) sum += red[w][src_i][src_lane];\n",

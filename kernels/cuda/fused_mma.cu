@@ -31,6 +31,7 @@
 namespace {
 
 using nvfp4::build_table;
+using nvfp4::count_split_acq_rel;
 using nvfp4::decode_word;
 using nvfp4::decode_word_table;
 using nvfp4::DecodeTable;
@@ -315,12 +316,7 @@ __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, in
 // atomic's acquire sees every other split's release, and the second barrier orders it before
 // every thread's loads. The loads go through L2 (__ldcg), not through a possibly stale L1 line.
 // (All threads fencing, __threadfence() being fence.sc.gpu, cost every block 128 full fences.)
-__device__ __forceinline__ int count_split_acq_rel(int* counter) {
-  int old;
-  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
-  return old;
-}
-
+// The count is nvfp4::count_split_acq_rel (mma_decode.cuh), which the GEMV's last-block sum shares.
 template <typename T, int MT, int RT, int WARPS>
 __device__ __noinline__ void last_block_reduce(const float* __restrict__ partial, int* __restrict__ counters,
                                                const unsigned short* __restrict__ bias,

@@ -11,8 +11,9 @@
 // exactly the same 32 k positions (64 contiguous bytes) for its B fragment. Every global load is
 // contiguous and 16 bytes wide. A block owns one 16-row tile; its 8 warps split the K steps and
 // reduce through shared memory in a fixed order. When N/16 tiles do not fill the GPU, K is also
-// split across blocks (fp32 partials in a workspace, summed in a fixed order by a finalize kernel),
-// so the bias is added in fp32 and the result rounded to T exactly once either way.
+// split across blocks (fp32 partials in a workspace, summed in split order by the tile's last
+// block inside the launch when the caller passes tile counters, else by a finalize kernel: the
+// same bits), so the bias is added in fp32 and the result rounded to T exactly once either way.
 #include "mma_decode.cuh"
 
 namespace {
@@ -168,12 +169,44 @@ __device__ __forceinline__ void run_step(const Step& s, float g, float acc[4]) {
   }
 }
 
+// The split-K sum of one 16-row tile inside the launch (the fused kernel's last-block sum, see
+// fused_mma.cu for the memory ordering): every split block has written its partial tile; the one
+// that counts last sums the tile's partials in split order from +0.0, adds the bias, rounds once
+// and sets the tile's counter back to 0. The same bits as the finalize kernel. Not inlined, and
+// given only kernel parameters and blockIdx, so that the main loop is compiled as without it.
 template <typename T>
+__device__ __noinline__ void gemv_last_block_sum(const float* __restrict__ partial, int* __restrict__ counters,
+                                                 const unsigned short* __restrict__ bias,
+                                                 unsigned short* __restrict__ out, int m, int n, int tiles) {
+  const int tile = blockIdx.x % tiles;
+  const int splits = gridDim.x / tiles;
+  __syncthreads();  // every thread's partial stores, before thread 0 counts them
+  const bool last_block =
+      __syncthreads_or(threadIdx.x == 0 && nvfp4::count_split_acq_rel(counters + tile) == splits - 1);
+  if (!last_block) return;
+  const int64_t plane = static_cast<int64_t>(m) * n;
+  for (int e = static_cast<int>(threadIdx.x); e < 16 * m; e += kThreads) {
+    const int nn = tile * 16 + (e & 15);
+    const int col = e >> 4;
+    if (nn >= n) continue;
+    const float* p = partial + static_cast<int64_t>(col) * n + nn;
+    float sum = 0.f;
+    for (int s = 0; s < splits; ++s) sum += __ldcg(p + s * plane);
+    if (bias != nullptr) sum += OutT<T>::to_f32(bias[nn]);
+    out[static_cast<int64_t>(col) * n + nn] = OutT<T>::one(sum);
+  }
+  if (threadIdx.x == 0) counters[tile] = 0;  // the next launch on the stream starts from 0
+}
+
+// LAST_BLOCK: this instantiation sums the K splits itself (gemv_last_block_sum); the other one
+// writes partials for the finalize kernel, or the output when K is not split.
+template <typename T, bool LAST_BLOCK>
 __global__ void __launch_bounds__(kThreads, 2)
 nvfp4_gemv_kernel(const uint4* __restrict__ a, const uint4* __restrict__ packed,
                   const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                   const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
-                  float* __restrict__ partial, int m, int n, int k, int tiles, int steps_per_split) {
+                  float* __restrict__ partial, int m, int n, int k, int tiles, int steps_per_split,
+                  int* __restrict__ counters) {
   __shared__ float red[kWarps][4][32];
   const int tile = blockIdx.x % tiles;
   const int split = blockIdx.x / tiles;  // split-major order: concurrent blocks share an A slice
@@ -237,6 +270,7 @@ nvfp4_gemv_kernel(const uint4* __restrict__ a, const uint4* __restrict__ packed,
       }
     }
   }
+  if constexpr (LAST_BLOCK) gemv_last_block_sum<T>(partial, counters, bias, out, m, n, tiles);
 }
 
 struct DeviceInfo {
@@ -252,7 +286,7 @@ DeviceInfo device_info() {
   if (info.sms == 0) {
     int sms = 0, bps = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, nvfp4_gemv_kernel<__nv_bfloat16>, kThreads, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, nvfp4_gemv_kernel<__nv_bfloat16, false>, kThreads, 0);
     info.blocks_per_sm = bps > 0 ? bps : 1;
     info.sms = sms > 0 ? sms : 1;
   }
@@ -261,7 +295,7 @@ DeviceInfo device_info() {
 
 template <typename T>
 cudaError_t launch_gemv(const void* a, const void* packed, const void* scales, const void* g,
-                        const void* bias, void* out, float* workspace, int m, int n, int k,
+                        const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
                         int splits, cudaStream_t stream) {
   const int tiles = (n + 15) / 16;
   const int total_steps = (k + kStepK - 1) / kStepK;
@@ -274,10 +308,11 @@ cudaError_t launch_gemv(const void* a, const void* packed, const void* scales, c
   const uint8_t* s8 = static_cast<const uint8_t*>(scales);
   const float* gp = static_cast<const float*>(g);
   float* part = splits > 1 ? workspace : nullptr;
-  nvfp4_gemv_kernel<T><<<blocks, kThreads, 0, stream>>>(a4, p4, s8, gp, b, o, part, m, n, k, tiles,
-                                                       steps_per_split);
+  const bool last_block = splits > 1 && counters != nullptr;
+  auto kernel = last_block ? nvfp4_gemv_kernel<T, true> : nvfp4_gemv_kernel<T, false>;
+  kernel<<<blocks, kThreads, 0, stream>>>(a4, p4, s8, gp, b, o, part, m, n, k, tiles, steps_per_split, counters);
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || splits <= 1) return err;
+  if (err != cudaSuccess || splits <= 1 || last_block) return err;
   return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
 }
 
@@ -314,9 +349,11 @@ int nvfp4_gemv_splits(int64_t n, int64_t k) {
 
 // a: [m, k] fp16/bf16 (16-byte aligned), packed: [n, k/2] (16-byte aligned), scales [n, k/16]
 // (2-byte aligned), g: one fp32 in device memory, bias: [n] or null, out: [m, n].
-// workspace: splits * m * n floats when splits > 1 (else may be null).
+// workspace: splits * m * n floats when splits > 1 (else may be null). counters: with splits > 1,
+// ceil(n / 16) ints, all 0, for the split-K sum in the launch (they are 0 again after it); null
+// sums the splits with the finalize kernel (a second launch). Both give the same bits.
 int nvfp4_launch_gemv(const void* a, const void* packed, const void* scales, const void* g,
-                      const void* bias, void* out, float* workspace, int32_t m, int64_t n,
+                      const void* bias, void* out, float* workspace, int* counters, int32_t m, int64_t n,
                       int64_t k, int32_t out_bf16, int32_t splits, cudaStream_t stream) {
   if (m <= 0 || n <= 0 || k <= 0) return static_cast<int>(cudaSuccess);
   if (m > 8 || (k % 32) || n > 0x7FFFFFFF || k > 0x7FFFFFFF || splits < 1 ||
@@ -325,9 +362,9 @@ int nvfp4_launch_gemv(const void* a, const void* packed, const void* scales, con
     return static_cast<int>(cudaErrorInvalidValue);
   }
   const cudaError_t err =
-      out_bf16 ? launch_gemv<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, m,
+      out_bf16 ? launch_gemv<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, counters, m,
                                             static_cast<int>(n), static_cast<int>(k), splits, stream)
-               : launch_gemv<__half>(a, packed, scales, g, bias, out, workspace, m,
+               : launch_gemv<__half>(a, packed, scales, g, bias, out, workspace, counters, m,
                                      static_cast<int>(n), static_cast<int>(k), splits, stream);
   return static_cast<int>(err);
 }

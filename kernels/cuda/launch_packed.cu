@@ -14,8 +14,8 @@ __global__ void nvfp4_empty_kernel(const void*, const void*, const void*, const 
 extern "C" {
 
 int nvfp4_launch_gemv(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
-                      void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
-                      int32_t splits, cudaStream_t stream);
+                      void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
+                      int32_t out_bf16, int32_t splits, cudaStream_t stream);
 int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                        void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
                        int32_t out_bf16, int32_t splits, cudaStream_t stream);
@@ -31,8 +31,8 @@ int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* p) {
   if (p == nullptr) return static_cast<int>(cudaErrorInvalidValue);
   switch (kernel) {
     case 0:
-      return nvfp4_launch_gemv(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->m, p->n,
-                               p->k, p->out_bf16, p->splits, p->stream);
+      return nvfp4_launch_gemv(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->counters,
+                               p->m, p->n, p->k, p->out_bf16, p->splits, p->stream);
     case 1:
       return nvfp4_launch_dequant_vec8(p->packed, p->scales, p->g, p->out, p->n, p->k, p->block_size,
                                        p->out_bf16, p->splits, p->stream);

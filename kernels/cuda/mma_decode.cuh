@@ -171,6 +171,14 @@ __device__ __forceinline__ void decode_word_table(uint32_t w, const DecodeTable&
   r[3] = prmt(lo47, hi47, kSelPair23);
 }
 
+// The split-K count of a last-block sum (fused_mma.cu explains the ordering): an acq_rel atomic
+// add at GPU scope, by one thread per block after the block's barrier; returns the old count.
+__device__ __forceinline__ int count_split_acq_rel(int* counter) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
+
 namespace {  // one copy per translation unit: each kernel file registers its own
 
 // Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
