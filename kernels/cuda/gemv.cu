@@ -320,9 +320,18 @@ cudaError_t launch_gemv(const void* a, const void* packed, const void* scales, c
 
 extern "C" {
 
+// The fewest K steps each warp of a split keeps (nvfp4_gemv_splits). 3 was chosen while a split
+// call needed the finalize kernel's second launch; with the split-K sum in the launch, smaller
+// values would let layers of few tiles (1024 x 4096: 64 blocks for 132 SMs) fill the GPU. A build
+// knob for that measurement: another value changes those layers' split counts, so their bits and
+// GPU goldens (benchmarks/NOTES.md).
+#ifndef NVFP4_GEMV_MIN_WARP_STEPS
+#define NVFP4_GEMV_MIN_WARP_STEPS 3
+#endif
+
 // How many blocks K is split across for an [n, k] weight: 1 when the 16-row tiles fill the GPU,
-// more when they do not (each warp still keeps at least 3 K steps). The caller sizes the fp32
-// workspace as splits * m * n floats when this is > 1.
+// more when they do not (each warp still keeps at least NVFP4_GEMV_MIN_WARP_STEPS K steps). The
+// caller sizes the fp32 workspace as splits * m * n floats when this is > 1.
 int nvfp4_gemv_splits(int64_t n, int64_t k) {
   const DeviceInfo info = device_info();
   const int64_t tiles = (n + 15) / 16;
@@ -337,7 +346,7 @@ int nvfp4_gemv_splits(int64_t n, int64_t k) {
   double best_eff = efficiency(1);
   for (int s = 2; s <= 16; ++s) {
     const int64_t per_split = (steps + s - 1) / s;
-    if (per_split < 3 * kWarps) break;
+    if (per_split < NVFP4_GEMV_MIN_WARP_STEPS * kWarps) break;
     const double eff = efficiency(s);
     if (eff > best_eff + 0.05) {
       best = s;
