@@ -36,8 +36,10 @@ MS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def _load(path: str) -> ctypes.CDLL:
-    """A library with the two entry points this A/B calls typed (from cuda_backend's table), so
-    that builds older or newer than this tree's exports can be compared."""
+    """A library with the four entry points this A/B calls typed from this tree's table
+    (cuda_backend._SIGNATURES), without load_library's check of every export, so that builds whose
+    other exports differ can be compared; these four must have this tree's signatures (the GEMV
+    launcher gained ``counters`` at f5a06ba: older builds cannot run --kernel gemv here)."""
     lib = ctypes.CDLL(path)
     for name in ("nvfp4_launch_fused", "nvfp4_fused_occupancy", "nvfp4_launch_gemv", "nvfp4_gemv_splits"):
         restype, argtypes = cuda_backend._SIGNATURES[name]

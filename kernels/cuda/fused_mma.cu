@@ -34,6 +34,7 @@ using nvfp4::build_table;
 using nvfp4::count_split_acq_rel;
 using nvfp4::decode_word;
 using nvfp4::decode_word_table;
+using nvfp4::device_sms;
 using nvfp4::DecodeTable;
 using nvfp4::e4m3x2_to_f32;
 using nvfp4::Mma;
@@ -475,19 +476,6 @@ __host__ __device__ constexpr int block_warps(int m, int64_t n, int splits, int 
   const int64_t blocks = grid_tiles(m, n) * splits;
   return config_for(m).rt == 2 && blocks <= static_cast<int64_t>(sms) * NVFP4_FUSED_WIDE_BLOCKS_PER_SM ? 2 * kWarps
                                                                                                         : kWarps;
-}
-
-// Multiprocessors of the current device, asked once per device.
-int device_sms() {
-  static int cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
-  if (cache[dev] == 0) {
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cache[dev] = sms > 0 ? sms : 1;
-  }
-  return cache[dev];
 }
 
 template <typename T, int MT, int RT, int WARPS>

@@ -284,11 +284,10 @@ DeviceInfo device_info() {
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return DeviceInfo{132, 2};
   DeviceInfo& info = cache[dev];
   if (info.sms == 0) {
-    int sms = 0, bps = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int bps = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, nvfp4_gemv_kernel<__nv_bfloat16, false>, kThreads, 0);
     info.blocks_per_sm = bps > 0 ? bps : 1;
-    info.sms = sms > 0 ? sms : 1;
+    info.sms = nvfp4::device_sms();
   }
   return info;
 }

@@ -1,9 +1,9 @@
 // Tensor-core helpers shared by the fused kernels (gemv.cu, fused_mma.cu): the mma.sync wrapper,
 // streaming 16-byte loads, exact E4M3 pair decoding, the exact decode of eight E2M1 codes into
 // the A-fragment registers of two m16n8k16 MMAs, the same decode through a per-block table (the
-// fused kernel's fast path), and the split-K epilogue both launch. Both kernels give each thread
-// the same 32 values of a 128-value K step, so their fragments (and the contract's bits) come from
-// one place.
+// fused kernel's fast path), the split-K epilogue both launch and the device's SM count. Both
+// kernels give each thread the same 32 values of a 128-value K step, so their fragments (and the
+// contract's bits) come from one place.
 #pragma once
 
 #include "nvfp4_common.cuh"
@@ -177,6 +177,19 @@ __device__ __forceinline__ int count_split_acq_rel(int* counter) {
   int old;
   asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
   return old;
+}
+
+// Multiprocessors of the current device, asked once per device (both launchers size grids by it).
+inline int device_sms() {
+  static int cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+  if (cache[dev] == 0) {
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cache[dev] = sms > 0 ? sms : 1;
+  }
+  return cache[dev];
 }
 
 namespace {  // one copy per translation unit: each kernel file registers its own
