@@ -439,9 +439,31 @@ class Runner:
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
         self.measure("fused_mma", section, m, ops.n, ops.k, verify, run, splits=splits)
 
+    def fused_tiled_row(self, ops: Operands, tiled: tuple[Any, Any], a: Any, section: str) -> None:
+        """The fused path on the tile-contiguous copy of the weights (nvfp4_kernels.layout: what
+        ``layout.register`` gives the dispatcher), tiled once before the rows, as a runtime would
+        at load time. The same split count, and the same bits, as :meth:`fused_row`."""
+        m = a.shape[0]
+        out = self._poisoned((m, ops.n), 0x7FC8)
+
+        def run() -> None:
+            self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled)
+
+        def verify() -> str:
+            self._need_backend()
+            run()
+            return self.check_matmul(a, ops, out, f"fused_mma (tiled weights) M={m}")
+
+        splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
+        self.measure("fused_mma_tiled", section, m, ops.n, ops.k, verify, run, splits=splits)
+
     def path_rows(self, n: int, k: int, ms: Sequence[int], section: str = "paths") -> None:
-        """Every path that can run each M (GEMV, fused_mma, prefill) beside cuBLAS on bf16 weights."""
+        """Every path that can run each M (GEMV, fused_mma on row-major and on tile-contiguous
+        weights, prefill) beside cuBLAS on bf16 weights."""
+        from nvfp4_kernels import layout
+
         ops = self.operands(n, k)
+        tiled = layout.tile_weights(ops.packed, ops.scales) if k % layout.STEP_K == 0 else None
         a_all = self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
         for m in ms:
             if m <= GEMV_KERNEL_MAX_M:
@@ -450,6 +472,8 @@ class Runner:
                 self.cublas_row(ops, a_all[:m], section)
             if m <= FUSED_KERNEL_MAX_M:
                 self.fused_row(ops, a_all[:m], section)
+                if tiled is not None:
+                    self.fused_tiled_row(ops, tiled, a_all[:m], section)
             self.prefill_row(ops, a_all[:m], section)
 
     def cublas_row(self, ops: Operands, a: Any, section: str) -> None:

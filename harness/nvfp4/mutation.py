@@ -165,6 +165,12 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  const int steps_per_split = (total_steps + splits - 1) / splits;\n",
         "  const int steps_per_split = total_steps / splits;\n"),
     Mutation(
+        "fused-tiled-step-slip", "kernels/cuda/fused_mma.cu",
+        "fused_mma on tile-contiguous weights advances half a step's 4 KB per K step, so from the "
+        "second step on it reads the wrong rows' bytes (test_layout_gpu)",
+        "  static constexpr int64_t kWStep = TILED ? 64 * 64 : 64;",
+        "  static constexpr int64_t kWStep = TILED ? 64 * 32 : 64;"),
+    Mutation(
         "gemv-scale-index-slip", "kernels/cuda/gemv.cu",
         "GEMV: words 1 and 3 of a row read the next half-row's scale",
         "    decode_word<T, FAST>(word_of(s.w0, q), sc[q >> 1], r0);\n",
