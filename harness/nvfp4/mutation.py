@@ -59,7 +59,7 @@ PYTEST_COMMAND = ("-m", "pytest", "-m", "dispatch", "-x", "-q", "-p", "no:cachep
 #: the GPU suites that pin the CUDA kernels' bits and bounds (GPU mutants run these)
 GPU_PYTEST_COMMAND = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "gpu",
                       "suites/test_fused_paths_bits.py", "suites/test_cuda_kernels.py",
-                      "suites/test_operator_hashes.py")
+                      "suites/test_operator_hashes.py", "suites/test_layout_gpu.py")
 #: where a copy's mutant libraries are built (NVFP4_BUILD_DIR of its suite runs)
 GPU_BUILD_DIR = "_gpu_build"
 _IGNORED = (".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info",
