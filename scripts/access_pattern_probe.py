@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 
 import cupy as cp
 import torch
+
+sys.path.insert(0, "scripts")
+from fused_dev import timer  # noqa: E402
 
 SOURCE = r"""
 extern "C" __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
@@ -63,21 +66,6 @@ extern "C" __global__ void stream_read(const uint4* __restrict__ w, uint4* __res
 """
 
 
-def timed(fn, flush: torch.Tensor, reps: int = 25) -> float:
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1000.0)
-    return statistics.median(out)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
@@ -95,9 +83,9 @@ def main() -> int:
         wp, sp = cp.asarray(w).data.ptr, cp.asarray(sink).data.ptr
         tiles, steps = n // 64, k // 128
         row = {"n": n, "k": k, "bytes": nbytes}
-        row["copy_us"] = timed(lambda: dst.copy_(w), flush)
-        row["stream_read_us"] = timed(
-            lambda: stream(((sms * 8,)), (256,), (cp.uint64(wp), cp.uint64(sp), cp.int64(nbytes // 16))), flush)
+        row["copy_us"] = timer(lambda: dst.copy_(w), flush, reps=25)
+        stream_args = (cp.uint64(wp), cp.uint64(sp), cp.int64(nbytes // 16))
+        row["stream_read_us"] = timer(lambda: stream((sms * 8,), (256,), stream_args), flush, reps=25)
         for splits in (1, 3, 7, 13):
             per = -(-steps // splits)
             for layout, name in ((0, "row_major"), (1, "tile_contiguous")):
@@ -105,7 +93,7 @@ def main() -> int:
                     probe((tiles * splits,), (128,), (cp.uint64(wp), cp.uint64(sp), cp.int32(tiles), cp.int32(steps),
                                                       cp.int32(per), cp.int64(k // 2), cp.int32(layout)),
                           shared_mem=24 * 1024)  # 8 blocks per SM, as the fused kernel at M <= 8
-                row[f"{name}_splits{splits}_us"] = timed(run, flush)
+                row[f"{name}_splits{splits}_us"] = timer(run, flush, reps=25)
         rows.append(row)
         print(" ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
                        for key, value in row.items()))

@@ -423,28 +423,14 @@ class Runner:
             self.measure("gemv", section, m, n, k, verify, run)
             self.cublas_row(ops, a, section)
 
-    def fused_row(self, ops: Operands, a: Any, section: str) -> None:
-        """The fused tensor-core path at M = a.shape[0], with the split count the dispatcher uses."""
+    def fused_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, Any] | None = None) -> None:
+        """The fused tensor-core path at M = a.shape[0], with the split count the dispatcher uses.
+        With ``tiled`` (nvfp4_kernels.layout.tile_weights of the operands, what ``layout.register``
+        gives the dispatcher, made once before the rows as a runtime would at load time) it reads
+        the tile-contiguous copy: kernel ``fused_mma_tiled``, the same split count and bits."""
         m = a.shape[0]
-        out = self._poisoned((m, ops.n), 0x7FC7)
-
-        def run() -> None:
-            self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out)
-
-        def verify() -> str:
-            self._need_backend()
-            run()
-            return self.check_matmul(a, ops, out, f"fused_mma M={m}")
-
-        splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
-        self.measure("fused_mma", section, m, ops.n, ops.k, verify, run, splits=splits)
-
-    def fused_tiled_row(self, ops: Operands, tiled: tuple[Any, Any], a: Any, section: str) -> None:
-        """The fused path on the tile-contiguous copy of the weights (nvfp4_kernels.layout: what
-        ``layout.register`` gives the dispatcher), tiled once before the rows, as a runtime would
-        at load time. The same split count, and the same bits, as :meth:`fused_row`."""
-        m = a.shape[0]
-        out = self._poisoned((m, ops.n), 0x7FC8)
+        kernel = "fused_mma" if tiled is None else "fused_mma_tiled"
+        out = self._poisoned((m, ops.n), 0x7FC7 if tiled is None else 0x7FC8)
 
         def run() -> None:
             self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled)
@@ -452,10 +438,10 @@ class Runner:
         def verify() -> str:
             self._need_backend()
             run()
-            return self.check_matmul(a, ops, out, f"fused_mma (tiled weights) M={m}")
+            return self.check_matmul(a, ops, out, f"{kernel} M={m}")
 
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
-        self.measure("fused_mma_tiled", section, m, ops.n, ops.k, verify, run, splits=splits)
+        self.measure(kernel, section, m, ops.n, ops.k, verify, run, splits=splits)
 
     def path_rows(self, n: int, k: int, ms: Sequence[int], section: str = "paths") -> None:
         """Every path that can run each M (GEMV, fused_mma on row-major and on tile-contiguous
@@ -473,7 +459,7 @@ class Runner:
             if m <= FUSED_KERNEL_MAX_M:
                 self.fused_row(ops, a_all[:m], section)
                 if tiled is not None:
-                    self.fused_tiled_row(ops, tiled, a_all[:m], section)
+                    self.fused_row(ops, a_all[:m], section, tiled)
             self.prefill_row(ops, a_all[:m], section)
 
     def cublas_row(self, ops: Operands, a: Any, section: str) -> None:

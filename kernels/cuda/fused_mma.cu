@@ -18,6 +18,13 @@
 // fragment mapping), reuses each decoded fragment for all MT activation tiles, and reads the
 // matching activation values with 16-byte shared loads from an XOR-swizzled tile (conflict free).
 //
+// Weight layout. The same kernel reads the contract's row-major packed weights and scales
+// (nvfp4_launch_fused), where a step of a 64-row tile is 64 pieces of 64 bytes K/2 bytes apart, or
+// the tile-contiguous copy nvfp4_kernels.layout makes once per weight (nvfp4_launch_fused_tiled),
+// where it is one 4 KB piece and one 512-byte piece. Only the copies' source addresses and per-step
+// strides differ (Loader's TILED), so the bits are the same; the row-major access pattern alone
+// held the weight stream to about 1.8 TB/s on the H200 (benchmarks/NOTES.md).
+//
 // Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
 // same K order whatever MT and RT are. When the grid also splits K (too few tiles to fill the
 // GPU), the splits write fp32 partials to a workspace and are summed in split order, starting
