@@ -47,6 +47,7 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
     "nvfp4_launch_fused": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_launch_fused_tiled": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_fused_tiles": (ctypes.c_int64, [_I32, _I64]),
     "nvfp4_fused_tile": (ctypes.c_int, [_I32]),
     "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
@@ -69,6 +70,8 @@ class LaunchArgs(ctypes.Structure):
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
 PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3}
+#: nvfp4_launch_packed's fused kernel on tile-contiguous weights (nvfp4_kernels.layout)
+FUSED_TILED_KERNEL = 5
 #: nvfp4_launch_packed's empty kernel (the fused kernel's parameter list, no work): the benchmark's
 #: host-time floor, what one launch through the same call costs on the machine at hand
 EMPTY_KERNEL = 4
@@ -362,12 +365,15 @@ FUSED_REDUCTIONS = ("auto", "last_block", "finalize")
 
 
 def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, splits: int | None = None,
-              reduction: str = "auto") -> None:
+              reduction: str = "auto", tiled: tuple[Any, Any] | None = None) -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused tensor-core kernel; 1 <= M <= 256,
     block_size 16, K % 128 == 0. fp32 accumulation; the bias is added in fp32 before the single
     rounding. ``splits`` (K splits) defaults to :func:`fused_splits` for the shape and GPU; it
     changes the summation order, so the bits of a shape are pinned per GPU and split count.
-    ``reduction`` (:data:`FUSED_REDUCTIONS`) picks how the splits are summed, with the same bits."""
+    ``reduction`` (:data:`FUSED_REDUCTIONS`) picks how the splits are summed, with the same bits.
+    ``tiled``: ``packed`` and ``scales`` in the tile-contiguous layout
+    (:func:`nvfp4_kernels.layout.tile_weights`), which the kernel then reads instead (the same bits,
+    a faster weight stream); ``packed`` and ``scales`` still describe the weight."""
     from nvfp4_kernels.reference import FUSED_STEP_K
     from nvfp4_kernels.tiling import FUSED_MAX_M
 
@@ -385,6 +391,16 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     if reduction == "auto":
         reduction = fused_reduction(splits, m)
     if n == 0:
+        return
+    if tiled is not None:
+        from nvfp4_kernels import layout
+
+        packed_tiles, scales_tiles = tiled
+        layout.check_tiled(packed_tiles, scales_tiles, n, k)
+        _require_cuda("tiled packed", packed_tiles, out.device)
+        _require_cuda("tiled scales", scales_tiles, out.device)
+        launch_fused(_aligned(a, 16), _aligned(packed_tiles, 16), _aligned(scales_tiles, 8), g.data_ptr(), bias,
+                     out, m, n, k, bf16, splits, _stream(out), reduction, tiled=True)
         return
     launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
                  bf16, splits, _stream(out), reduction)
@@ -431,18 +447,19 @@ def fused_splits(n: int, k: int, m: int, device_index: int | None = None) -> int
 
 
 def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, out: Any, m: int, n: int, k: int,
-                 bf16: int, splits: int, stream: int, reduction: str) -> None:
+                 bf16: int, splits: int, stream: int, reduction: str, tiled: bool = False) -> None:
     """Launch the fused kernel on arguments :func:`fused_mma` (or the dispatcher's plan) has
     already checked: ``a`` and ``packed`` 16-byte and ``scales`` 8-byte aligned. ``reduction``:
-    "none" (one split), "last_block" or "finalize" (:data:`FUSED_REDUCTIONS`)."""
+    "none" (one split), "last_block" or "finalize" (:data:`FUSED_REDUCTIONS`). ``tiled``: packed
+    and scales are in the tile-contiguous layout."""
     workspace = counters = None
     if splits > 1:
         count = fused_tiles(m, n) if reduction == "last_block" else 0
         workspace, counters = splitk_buffers(out.device.index, stream, splits * m * n, count)
     lib = _lib if _lib is not None else load_library()
-    err = lib.nvfp4_launch_fused(a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr,
-                                 None if bias is None else bias.data_ptr(), out.data_ptr(), workspace,
-                                 counters or None, m, n, k, bf16, splits, stream)
+    launch = lib.nvfp4_launch_fused_tiled if tiled else lib.nvfp4_launch_fused
+    err = launch(a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr, None if bias is None else bias.data_ptr(),
+                 out.data_ptr(), workspace, counters or None, m, n, k, bf16, splits, stream)
     if err:
         _check(err, KERNEL_NAMES["fused_mma"])
 
@@ -536,7 +553,7 @@ def ctypes_launch_call(packed: Any) -> LaunchCall:
 
 def raise_launch_error(err: int, kernel: int) -> None:
     """The RuntimeError of a failed packed launch, naming the kernel and CUDA's error string."""
-    path = next(p for p, i in PACKED_KERNEL.items() if i == kernel)
+    path = "fused_mma" if kernel == FUSED_TILED_KERNEL else next(p for p, i in PACKED_KERNEL.items() if i == kernel)
     _check(err, KERNEL_NAMES[path])
 
 

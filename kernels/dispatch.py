@@ -555,8 +555,12 @@ def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: A
         y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
         cuda_backend.gemv(a_dev, b_dev, s_dev, g_dev, bias_dev, y)
     elif path == "fused_mma":
+        from nvfp4_kernels import layout
+
         y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
-        cuda_backend.fused_mma(a_dev, b_dev, s_dev, g_dev, bias_dev, y)
+        # a weight registered for the tile-contiguous layout (nvfp4_kernels.layout.register): its copy
+        tiled = layout.registered(b, weight_scale) if b_dev is b and s_dev is weight_scale else None
+        cuda_backend.fused_mma(a_dev, b_dev, s_dev, g_dev, bias_dev, y, tiled=tiled)
     elif path in ("prefill_vec8", "prefill_scalar"):
         scratch = torch.empty((n, k), dtype=a_dev.dtype, device=device)
         cuda_backend.dequantize(path, b_dev, s_dev, g_dev, block_size, scratch)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 from nvfp4_harness.model import bus
-from nvfp4_kernels import cuda_backend, dispatch
+from nvfp4_kernels import cuda_backend, dispatch, layout
 from nvfp4_kernels.model import Policy
 
 #: returned when a call does not fit the fast path
@@ -53,7 +53,7 @@ class Plan:
                  "splits", "workspace_floats", "counter_count", "device_index", "out_shape", "reshape", "b_ref",
                  "b_ptr", "scales_ref", "scales_ptr", "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template",
                  "per_thread", "launch", "stream_of", "a_dtype", "event", "weights_aligned", "versions", "shapes",
-                 "split_buffers", "__weakref__")
+                 "split_buffers", "tiled", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
@@ -61,6 +61,12 @@ class Plan:
         self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
         self.path = prepared.selection.path
         self.kernel = cuda_backend.PACKED_KERNEL[self.path]
+        # a weight registered for the tile-contiguous layout: the fused kernel reads its tiled copy
+        # (held here, so that its addresses stay valid for the plan's life; the row-major weight's
+        # identity, address and version checks below vouch that it still matches)
+        self.tiled = layout.registered(b, scales) if self.path == "fused_mma" else None
+        if self.tiled is not None:
+            self.kernel = cuda_backend.FUSED_TILED_KERNEL
         self.launch = cuda_backend.launch_call()
         self.stream_of = cuda_backend.raw_stream_getter()
         self.a_dtype = getattr(torch, problem.dtype)
@@ -101,7 +107,9 @@ class Plan:
         self.split_buffers: tuple[Any, int, int, Any] = (None, 0, 0, None)
         # the launch arguments that are the same for every call of the plan
         words = [0] * cuda_backend.ARG_WORDS
-        words[cuda_backend.ARG_PACKED], words[cuda_backend.ARG_SCALES] = self.b_ptr, self.scales_ptr
+        words[cuda_backend.ARG_PACKED], words[cuda_backend.ARG_SCALES] = (
+            (self.tiled[0].data_ptr(), self.tiled[1].data_ptr()) if self.tiled is not None
+            else (self.b_ptr, self.scales_ptr))
         words[cuda_backend.ARG_G], words[cuda_backend.ARG_BIAS] = g_ptr, self.bias_ptr
         words[cuda_backend.ARG_N], words[cuda_backend.ARG_K] = self.n, self.k
         words[cuda_backend.ARG_M_BLOCK] = cuda_backend.pack_int32_pair(self.m, self.block_size)
@@ -215,6 +223,14 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
             event = plan.event = dispatch._event("matmul", path, plan.problem, plan.caps, plan.policy, plan.selection)
         bus.announce(event)
     return y
+
+
+def forget_weight(b: Any) -> None:
+    """Drop the plans made for weight ``b`` (nvfp4_kernels.layout.register and unregister call it:
+    a plan made before decides the layout its kernel reads)."""
+    with _plans_lock:
+        for key in [key for key in _plans if key[0] == id(b)]:
+            del _plans[key]
 
 
 def weight_versions(b: Any, scales: Any, bias: Any) -> tuple[int, int, int] | None:

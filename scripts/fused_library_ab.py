@@ -24,7 +24,7 @@ import json
 import sys
 
 import torch
-from nvfp4_kernels import cuda_backend
+from nvfp4_kernels import cuda_backend, layout
 from nvfp4_kernels.tiling import fused_split_count
 
 sys.path.insert(0, "scripts")
@@ -41,7 +41,10 @@ def _load(path: str) -> ctypes.CDLL:
     other exports differ can be compared; these four must have this tree's signatures (the GEMV
     launcher gained ``counters`` at f5a06ba: older builds cannot run --kernel gemv here)."""
     lib = ctypes.CDLL(path)
-    for name in ("nvfp4_launch_fused", "nvfp4_fused_occupancy", "nvfp4_launch_gemv", "nvfp4_gemv_splits"):
+    for name in ("nvfp4_launch_fused", "nvfp4_fused_occupancy", "nvfp4_launch_gemv", "nvfp4_gemv_splits",
+                 "nvfp4_launch_fused_tiled"):
+        if name == "nvfp4_launch_fused_tiled" and not hasattr(lib, name):
+            continue  # builds before the tile-contiguous layout
         restype, argtypes = cuda_backend._SIGNATURES[name]
         getattr(lib, name).restype, getattr(lib, name).argtypes = restype, argtypes
     return lib
@@ -60,6 +63,9 @@ def main() -> int:
     parser.add_argument("--gemv-reductions", default=None, metavar="A,B",
                         help="with --kernel gemv: how each build sums K splits, 'finalize' or 'last_block' "
                              "(default: cuda_backend.gemv_reduction for both)")
+    parser.add_argument("--b-tiled", action="store_true",
+                        help="--kernel fused: give --b the weights in the tile-contiguous layout "
+                             "(nvfp4_kernels.layout) through nvfp4_launch_fused_tiled (same bits expected)")
     parser.add_argument("--same-splits", action="store_true",
                         help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
@@ -77,6 +83,9 @@ def main() -> int:
         n, k = (int(v) for v in shape.split("x"))
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
+        weights = {"a": (p, s), "b": (p, s)}
+        if args.b_tiled:
+            weights["b"] = layout.tile_weights(p, s)
         for dtype in args.dtypes.split(","):
             tdt = getattr(torch, dtype)
             for m in (int(v) for v in args.ms.split(",")):
@@ -103,14 +112,18 @@ def main() -> int:
                     out = torch.empty(m, n, dtype=tdt, device="cuda")
                     count = counters[name].data_ptr() if reduction == "last_block" else None
 
-                    def run(lib=lib, out=out, count=count, splits=splits):
+                    pw, sw = weights[name]
+                    tiled = name == "b" and args.b_tiled
+                    launch_fused = lib.nvfp4_launch_fused_tiled if tiled else lib.nvfp4_launch_fused
+
+                    def run(lib=lib, out=out, count=count, splits=splits, pw=pw, sw=sw, launch_fused=launch_fused):
                         stream_now = torch.cuda.current_stream().cuda_stream
                         if args.kernel == "gemv":
                             err = lib.nvfp4_launch_gemv(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
                                                         out.data_ptr(), workspace if splits > 1 else None, count,
                                                         m, n, k, int(dtype == "bfloat16"), splits, stream_now)
                         else:
-                            err = lib.nvfp4_launch_fused(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(),
+                            err = launch_fused(a.data_ptr(), pw.data_ptr(), sw.data_ptr(), g.data_ptr(),
                                                          None, out.data_ptr(), workspace if splits > 1 else None,
                                                          count, m, n, k, int(dtype == "bfloat16"), splits, stream_now)
                         assert err == 0, err

@@ -26,8 +26,8 @@ MARKDOWN = Path(os.environ.get("BENCH_MARKDOWN", REPO / "BENCHMARKS.md"))
 FILES = sorted(RESULTS_DIR.glob("*.json"))
 NONE_COMMITTED = f"no benchmark results committed under {RESULTS_DIR} yet (run python -m nvfp4_harness bench on a GPU)"
 
-KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "cublas_bf16", "prefill",
-           "copy"}
+KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "fused_mma_tiled",
+           "cublas_bf16", "prefill", "copy"}
 DEQUANT = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant"}
 ROW_KEYS = {"kernel": str, "M": (int, type(None)), "N": int, "K": int, "block_size": int, "dtype": str,
             "median_us": (int, float), "bytes": int, "copy_us": (int, float)}
@@ -47,7 +47,7 @@ def _minimum_bytes(kernel: str, m: int | None, n: int, k: int, bs: int) -> Fract
     if kernel in DEQUANT:
         return dequant
     assert m is not None, f"{kernel} row without M"
-    if kernel in ("gemv", "fused_mma"):  # the packed weights read once, A read, Y written
+    if kernel in ("gemv", "fused_mma", "fused_mma_tiled"):  # the packed weights read once, A read, Y written
         return Fraction(n * k, 2) + n * len(range(0, k, 16)) + 2 * m * k + 2 * m * n
     gemm = 2 * (m * k + n * k + m * n)
     if kernel == "cublas_bf16":
@@ -319,3 +319,21 @@ def test_the_split_model_picks_within_5_percent_of_the_fastest_timed_split_count
                             f"fastest timed count ({min(times, key=times.get)})")
     assert judged >= 20, f"only {judged} sweep rows timed the count the model picks"
     assert not slow, "\n".join(slow)
+
+
+def test_the_tiled_fused_rows_run_the_row_major_rows_split_counts() -> None:
+    """fused_mma_tiled is the same kernel on tile-contiguous weights: wherever a committed run
+    timed it, it did so beside a fused_mma row of the same shape and M with the same K splits (the
+    same bits; suites/test_layout_gpu.py compares them), so the two columns compare like with like."""
+    seen = 0
+    for path in FILES:
+        rows = [r for r in _load(path)["rows"] if r.get("section") == "paths" and "median_us" in r]
+        fused = {(r["N"], r["K"], r["M"]): r for r in rows if r["kernel"] == "fused_mma"}
+        for r in rows:
+            if r["kernel"] == "fused_mma_tiled":
+                twin = fused.get((r["N"], r["K"], r["M"]))
+                assert twin is not None, f"{path.name}: fused_mma_tiled at {r['N']}x{r['K']} M={r['M']} alone"
+                assert r["splits"] == twin["splits"], (path.name, r["N"], r["K"], r["M"])
+                seen += 1
+    if not seen:
+        pytest.skip("no committed run timed fused_mma_tiled yet")

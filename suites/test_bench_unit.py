@@ -21,7 +21,7 @@ import pytest
 import torch
 from nvfp4_harness.nvfp4 import bench, bench_report
 from nvfp4_harness.nvfp4.verify import compare_bitwise, to_numpy
-from nvfp4_kernels import reference
+from nvfp4_kernels import layout, reference
 from nvfp4_kernels.model import Policy
 
 E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
@@ -289,8 +289,12 @@ class ReferenceBackend:
         return fused_split_count(n, k, m)
 
     def fused_mma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                  bias: torch.Tensor | None, out: torch.Tensor) -> None:
+                  bias: torch.Tensor | None, out: torch.Tensor, tiled: tuple[torch.Tensor, torch.Tensor] | None = None
+                  ) -> None:
         n, k, m = packed.shape[0], 2 * packed.shape[1], a.shape[0]
+        if tiled is not None:  # read the weight from the tiled copy, as the kernel does
+            layout.check_tiled(*tiled, n, k)
+            packed, scales = layout.untile_weights(*tiled, n)
         result = reference.fused_mma(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None,
                                      splits=self.fused_splits(n, k, m))
         if self.corrupt == "fused_mma":

@@ -192,13 +192,16 @@ def test_gemv_contract(kernel_sass, dtype: str) -> None:
 def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
     chosen = _select(kernel_sass, "nvfp4_fused_mma_kernel", dtype)
     # 4 tile configurations x split-K sum (finalize, last block), and the wide block (8 warps) of
-    # the two 128-row configurations: the contract holds every instantiation a launch can take
-    assert len(chosen) == 12, (f"one instantiation per M tile configuration, block width and split-K sum "
-                               f"(finalize, last block), got {sorted(chosen)}")
-    assert sum("ELi8ELb" in name for name in chosen) == 4, sorted(chosen)
+    # the two 128-row configurations, each for row-major and tile-contiguous weights
+    # (nvfp4_launch_fused_tiled): the contract holds every instantiation a launch can take
+    assert len(chosen) == 24, (f"one instantiation per M tile configuration, block width, split-K sum "
+                               f"(finalize, last block) and weight layout, got {sorted(chosen)}")
+    assert sum("ELi8ELb" in name for name in chosen) == 8, sorted(chosen)
+    assert sum(name.endswith("ELb1EEEvPKhS3_S3_PKfPKtPtPfiiiiiiPii") for name in chosen) == 12, sorted(chosen)
     for name, ins in chosen.items():
         problems = check_fused(ins)
-        if "ELb1E" in name:
+        last_block, _tiled = re.search(r"ELi\d+ELb([01])ELb([01])E", name).groups()
+        if last_block == "1":
             # the last-block sum is one called subroutine (kept out of the main loop's schedule)
             calls = [o for o in opcodes(ins) if o.startswith("CALL")]
             assert len(calls) == 1, name

@@ -423,25 +423,33 @@ class Runner:
             self.measure("gemv", section, m, n, k, verify, run)
             self.cublas_row(ops, a, section)
 
-    def fused_row(self, ops: Operands, a: Any, section: str) -> None:
-        """The fused tensor-core path at M = a.shape[0], with the split count the dispatcher uses."""
+    def fused_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, Any] | None = None) -> None:
+        """The fused tensor-core path at M = a.shape[0], with the split count the dispatcher uses.
+        With ``tiled`` (nvfp4_kernels.layout.tile_weights of the operands, what ``layout.register``
+        gives the dispatcher, made once before the rows as a runtime would at load time) it reads
+        the tile-contiguous copy: kernel ``fused_mma_tiled``, the same split count and bits."""
         m = a.shape[0]
-        out = self._poisoned((m, ops.n), 0x7FC7)
+        kernel = "fused_mma" if tiled is None else "fused_mma_tiled"
+        out = self._poisoned((m, ops.n), 0x7FC7 if tiled is None else 0x7FC8)
 
         def run() -> None:
-            self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out)
+            self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled)
 
         def verify() -> str:
             self._need_backend()
             run()
-            return self.check_matmul(a, ops, out, f"fused_mma M={m}")
+            return self.check_matmul(a, ops, out, f"{kernel} M={m}")
 
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
-        self.measure("fused_mma", section, m, ops.n, ops.k, verify, run, splits=splits)
+        self.measure(kernel, section, m, ops.n, ops.k, verify, run, splits=splits)
 
     def path_rows(self, n: int, k: int, ms: Sequence[int], section: str = "paths") -> None:
-        """Every path that can run each M (GEMV, fused_mma, prefill) beside cuBLAS on bf16 weights."""
+        """Every path that can run each M (GEMV, fused_mma on row-major and on tile-contiguous
+        weights, prefill) beside cuBLAS on bf16 weights."""
+        from nvfp4_kernels import layout
+
         ops = self.operands(n, k)
+        tiled = layout.tile_weights(ops.packed, ops.scales) if k % layout.STEP_K == 0 else None
         a_all = self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
         for m in ms:
             if m <= GEMV_KERNEL_MAX_M:
@@ -450,6 +458,8 @@ class Runner:
                 self.cublas_row(ops, a_all[:m], section)
             if m <= FUSED_KERNEL_MAX_M:
                 self.fused_row(ops, a_all[:m], section)
+                if tiled is not None:
+                    self.fused_row(ops, a_all[:m], section, tiled)
             self.prefill_row(ops, a_all[:m], section)
 
     def cublas_row(self, ops: Operands, a: Any, section: str) -> None:

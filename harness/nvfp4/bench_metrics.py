@@ -18,8 +18,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
 
-KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "cublas_bf16",
-           "prefill", "copy")
+#: fused_mma_tiled: the fused kernel on tile-contiguous weights (nvfp4_kernels.layout, registered once)
+KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "fused_mma_tiled",
+           "cublas_bf16", "prefill", "copy")
 DTYPES = ("bfloat16", "float16")
 #: ``--only`` sections, in the order they run; ``compile`` runs last because its warm-up is the
 #: slowest and least important part, so a time budget cuts it first.
@@ -141,7 +142,7 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
         return dequant_bytes(n, k, block_size, dtype)
     if m is None:
         raise ValueError(f"kernel {kernel!r} needs M")
-    if kernel in ("gemv", "fused_mma"):  # both read the packed weights once per call
+    if kernel in ("gemv", "fused_mma", "fused_mma_tiled"):  # all read the packed weights once per call
         return gemv_bytes(m, n, k, dtype)
     if kernel == "cublas_bf16":
         return gemm_bytes(m, n, k, dtype)
@@ -152,7 +153,7 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
 
 def kernel_flops(kernel: str, m: int | None, n: int, k: int) -> int:
     """Multiply-adds counted as 2 FLOPs; 0 for kernels that do no matmul."""
-    return 2 * m * n * k if kernel in ("gemv", "fused_mma", "cublas_bf16", "prefill") and m else 0
+    return 2 * m * n * k if kernel in ("gemv", "fused_mma", "fused_mma_tiled", "cublas_bf16", "prefill") and m else 0
 
 
 # --- statistics ---------------------------------------------------------------------------------

@@ -161,17 +161,24 @@ def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         for m, kind, limit in PATH_TARGETS:
             row = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"]) \
                 if choice else None
-            if kind == "copy":
-                value = fraction_of_copy(row) if row else None
-                out.append(_target(f"chosen path at M={m} >= {limit:.0%} of copy on {n} x {k}", value,
-                                   f">= {limit:.0%}", value is not None and value >= limit,
-                                   f"{value:.1%} ({row['kernel']})" if row else ""))
-            else:
-                cublas = find_row(rows, "cublas_bf16", n, k, m, section="paths")
-                value = row["median_us"] / cublas["median_us"] if row and cublas else None
-                out.append(_target(f"chosen path at M={m} <= {limit}x cuBLAS bf16 on {n} x {k}", value,
-                                   f"<= {limit}x", value is not None and value <= limit,
-                                   f"{value:.2f}x ({row['kernel']})" if value is not None else ""))
+            # where the policy takes fused_mma, also with the weights registered for the
+            # tile-contiguous layout (nvfp4_kernels.layout.register): the same path and bits
+            tiled = find_row(rows, "fused_mma_tiled", n, k, m, section="paths") \
+                if row and row["kernel"] == "fused_mma" else None
+            for candidate, label in ((row, ""), (tiled, ", tile-contiguous weights")):
+                if candidate is None and label:
+                    continue
+                if kind == "copy":
+                    value = fraction_of_copy(candidate) if candidate else None
+                    out.append(_target(f"chosen path at M={m} >= {limit:.0%} of copy on {n} x {k}{label}", value,
+                                       f">= {limit:.0%}", value is not None and value >= limit,
+                                       f"{value:.1%} ({candidate['kernel']})" if candidate else ""))
+                else:
+                    cublas = find_row(rows, "cublas_bf16", n, k, m, section="paths")
+                    value = candidate["median_us"] / cublas["median_us"] if candidate and cublas else None
+                    out.append(_target(f"chosen path at M={m} <= {limit}x cuBLAS bf16 on {n} x {k}{label}", value,
+                                       f"<= {limit}x", value is not None and value <= limit,
+                                       f"{value:.2f}x ({candidate['kernel']})" if value is not None else ""))
     if choice:
         out.append(_target("policy gemv_max_m and fused_max_m equal the measured crossovers",
                            float(choice["fused_max_m_recommended"]),
@@ -194,19 +201,21 @@ def _paths_lines(results: dict[str, Any]) -> list[str]:
     for n, k in (tuple(s) for s in choice["shapes"]):
         body = []
         for m in sorted({r["M"] for r in rows if (r["N"], r["K"]) == (n, k)}):
-            cells = {kern: find_row(rows, kern, n, k, m) for kern in ("gemv", "fused_mma", "prefill", "cublas_bf16")}
+            cells = {kern: find_row(rows, kern, n, k, m)
+                     for kern in ("gemv", "fused_mma", "fused_mma_tiled", "prefill", "cublas_bf16")}
             fastest = choice["fastest"].get(f"{n}x{k}", {}).get(str(m), choice["fastest"].get(f"{n}x{k}", {}).get(m))
             chosen = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"])
             fused = cells["fused_mma"]
             body.append([m] + [_us(cells[c]["median_us"]) if cells[c] else "-" for c in
-                               ("gemv", "fused_mma", "prefill", "cublas_bf16")]
+                               ("gemv", "fused_mma", "fused_mma_tiled", "prefill", "cublas_bf16")]
                         + [str(fused.get("splits", "-")) if fused else "-",
                            f"{fraction_of_copy(chosen):.0%}" if chosen else "-",
                            f"{chosen['median_us'] / cells['cublas_bf16']['median_us']:.2f}x"
                            if chosen and cells["cublas_bf16"] else "-",
                            fastest or "-", chosen["kernel"] if chosen else "-"])
         lines += [f"{n} x {k}:", ""]
-        lines += _table(["M", "gemv us", "fused_mma us", "prefill us", "cuBLAS bf16 us", "fused splits",
+        lines += _table(["M", "gemv us", "fused_mma us", "fused_mma tiled us", "prefill us", "cuBLAS bf16 us",
+                         "fused splits",
                          "chosen: % of copy", "chosen / cuBLAS", "fastest", "policy takes"], body)
         lines.append("")
     return lines

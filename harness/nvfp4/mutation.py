@@ -59,7 +59,7 @@ PYTEST_COMMAND = ("-m", "pytest", "-m", "dispatch", "-x", "-q", "-p", "no:cachep
 #: the GPU suites that pin the CUDA kernels' bits and bounds (GPU mutants run these)
 GPU_PYTEST_COMMAND = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "gpu",
                       "suites/test_fused_paths_bits.py", "suites/test_cuda_kernels.py",
-                      "suites/test_operator_hashes.py")
+                      "suites/test_operator_hashes.py", "suites/test_layout_gpu.py")
 #: where a copy's mutant libraries are built (NVFP4_BUILD_DIR of its suite runs)
 GPU_BUILD_DIR = "_gpu_build"
 _IGNORED = (".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info",
@@ -164,6 +164,12 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "fused_mma: steps per split round down, so an uneven split count drops the last K steps",
         "  const int steps_per_split = (total_steps + splits - 1) / splits;\n",
         "  const int steps_per_split = total_steps / splits;\n"),
+    Mutation(
+        "fused-tiled-step-slip", "kernels/cuda/fused_mma.cu",
+        "fused_mma on tile-contiguous weights advances half a step's 4 KB per K step, so from the "
+        "second step on it reads the wrong rows' bytes (test_layout_gpu)",
+        "  static constexpr int64_t kWStep = TILED ? 64 * 64 : 64;",
+        "  static constexpr int64_t kWStep = TILED ? 64 * 32 : 64;"),
     Mutation(
         "gemv-scale-index-slip", "kernels/cuda/gemv.cu",
         "GEMV: words 1 and 3 of a row read the next half-row's scale",

@@ -18,6 +18,13 @@
 // fragment mapping), reuses each decoded fragment for all MT activation tiles, and reads the
 // matching activation values with 16-byte shared loads from an XOR-swizzled tile (conflict free).
 //
+// Weight layout. The same kernel reads the contract's row-major packed weights and scales
+// (nvfp4_launch_fused), where a step of a 64-row tile is 64 pieces of 64 bytes K/2 bytes apart, or
+// the tile-contiguous copy nvfp4_kernels.layout makes once per weight (nvfp4_launch_fused_tiled),
+// where it is one 4 KB piece and one 512-byte piece. Only the copies' source addresses and per-step
+// strides differ (Loader's TILED), so the bits are the same; the row-major access pattern alone
+// held the weight stream to about 1.8 TB/s on the H200 (benchmarks/NOTES.md).
+//
 // Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
 // same K order whatever MT and RT are. When the grid also splits K (too few tiles to fill the
 // GPU), the splits write fp32 partials to a workspace and are summed in split order, starting
@@ -108,7 +115,10 @@ __device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_
 // One thread's share of a stage's copies, fixed for the whole K walk: source addresses at step 0
 // (a step adds 64, 8 and 256 bytes) and destinations inside a stage. Rows past N or M copy
 // nothing (cp.async zero-fills), so tail tiles need no other masking.
-template <int MT, int RT, int WARPS>
+// TILED: the weights and scales come in the tile-contiguous layout (nvfp4_launch_fused_tiled):
+// a 64-row tile's 64 packed bytes and 8 scale bytes per row of one K step are 4 KB and 512 B in
+// one piece, a tile's steps one after another, so a step advances 4096 and 512 bytes.
+template <int MT, int RT, int WARPS, bool TILED = false>
 struct Loader {
   using TL = Tile<MT, RT, WARPS>;
   static constexpr int kWChunks = TL::kRows * 4;    // 16-byte chunks of packed weights
@@ -122,6 +132,17 @@ struct Loader {
   int w_dst[kWIters], s_dst[kSIters], a_dst[kAIters];
   bool w_ok[kWIters], s_ok[kSIters], a_ok[kAIters];
 
+  // byte offset of row `row`'s step-0 packed bytes (per_row: 64, scales 8)
+  static __device__ __forceinline__ int64_t row_offset(int row, int k, int per_row) {
+    if constexpr (TILED) {
+      return (static_cast<int64_t>(row >> 6) * (k / kStepK) * 64 + (row & 63)) * per_row;
+    } else {
+      return static_cast<int64_t>(row) * (k / kStepK) * per_row;
+    }
+  }
+  static constexpr int64_t kWStep = TILED ? 64 * 64 : 64;  // bytes a step advances the sources
+  static constexpr int64_t kSStep = TILED ? 64 * 8 : 8;
+
   __device__ __forceinline__ Loader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m, int n,
                                     int k, int n0, int m0) {
 #pragma unroll
@@ -129,14 +150,14 @@ struct Loader {
       const int i = threadIdx.x + j * TL::kThreads;
       const int r = i >> 2, c = i & 3;
       w_ok[j] = i < kWChunks && n0 + r < n;
-      w_src[j] = w_ok[j] ? packed + static_cast<int64_t>(n0 + r) * (k / 2) + c * 16 : packed;
+      w_src[j] = w_ok[j] ? packed + row_offset(n0 + r, k, 64) + c * 16 : packed;
       w_dst[j] = i < kWChunks ? r * 64 + c * 16 : -1;
     }
 #pragma unroll
     for (int j = 0; j < kSIters; ++j) {
       const int r = threadIdx.x + j * TL::kThreads;
       s_ok[j] = r < TL::kRows && n0 + r < n;
-      s_src[j] = s_ok[j] ? scales + static_cast<int64_t>(n0 + r) * (k / 16) : scales;
+      s_src[j] = s_ok[j] ? scales + row_offset(n0 + r, k, 8) : scales;
       s_dst[j] = r < TL::kRows ? TL::kWBytes + r * 8 : -1;
     }
 #pragma unroll
@@ -153,13 +174,13 @@ struct Loader {
 #pragma unroll
     for (int j = 0; j < kWIters; ++j) {
       if (kWChunks % TL::kThreads == 0 || w_dst[j] >= 0) {
-        cp_async16(stage + w_dst[j], w_src[j] + (w_ok[j] ? step * 64 : 0), w_ok[j]);
+        cp_async16(stage + w_dst[j], w_src[j] + (w_ok[j] ? step * kWStep : 0), w_ok[j]);
       }
     }
 #pragma unroll
     for (int j = 0; j < kSIters; ++j) {
       if (TL::kRows % TL::kThreads == 0 || s_dst[j] >= 0) {
-        cp_async8(stage + s_dst[j], s_src[j] + (s_ok[j] ? step * 8 : 0), s_ok[j]);
+        cp_async8(stage + s_dst[j], s_src[j] + (s_ok[j] ? step * kSStep : 0), s_ok[j]);
       }
     }
 #pragma unroll
@@ -367,7 +388,7 @@ constexpr int last_block_min_blocks(int mt, bool last_block) { return last_block
 
 // LAST_BLOCK: this instantiation sums the K splits itself (last_block_reduce). It is its own
 // instantiation so that every other launch runs exactly the code it ran before that sum existed.
-template <typename T, int MT, int RT, int WARPS, bool LAST_BLOCK>
+template <typename T, int MT, int RT, int WARPS, bool LAST_BLOCK, bool TILED = false>
 __global__ void __launch_bounds__(WARPS * 32, last_block_min_blocks(MT, LAST_BLOCK))
 nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
@@ -399,7 +420,7 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][i][c] = 0.f;
 
-  const Loader<MT, RT, WARPS> loader(packed, scales, a, m, n, k, n0, m0);
+  const Loader<MT, RT, WARPS, TILED> loader(packed, scales, a, m, n, k, n0, m0);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < steps) loader.load(smem + s * TL::kStageBytes, step_begin + s);
@@ -478,14 +499,14 @@ __host__ __device__ constexpr int block_warps(int m, int64_t n, int splits, int 
                                                                                                         : kWarps;
 }
 
-template <typename T, int MT, int RT, int WARPS>
+template <typename T, int MT, int RT, int WARPS, bool TILED>
 cudaError_t launch_config(const void* a, const void* packed, const void* scales, const void* g,
                           const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
                           int splits, cudaStream_t stream) {
   using TL = Tile<MT, RT, WARPS>;
   const bool last_block = splits > 1 && counters != nullptr;
-  auto kernel = last_block ? nvfp4_fused_mma_kernel<T, MT, RT, WARPS, true>
-                           : nvfp4_fused_mma_kernel<T, MT, RT, WARPS, false>;
+  auto kernel = last_block ? nvfp4_fused_mma_kernel<T, MT, RT, WARPS, true, TILED>
+                           : nvfp4_fused_mma_kernel<T, MT, RT, WARPS, false, TILED>;
   static int configured_for[2] = {-1, -1};  // the device whose shared-memory limit was raised last
   int dev = 0;
   cudaGetDevice(&dev);
@@ -515,36 +536,36 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
   return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
 }
 
-template <typename T, int MT>
+template <typename T, int MT, bool TILED>
 cudaError_t launch_large(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int* counters, int m, int n, int k, int splits,
                          cudaStream_t stream) {
   static_assert(kRtLarge == 2, "the wide block halves two row tiles per warp");
   if (block_warps(m, n, splits, device_sms()) == 2 * kWarps) {
-    return launch_config<T, MT, 1, 2 * kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
+    return launch_config<T, MT, 1, 2 * kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
                                                stream);
   }
-  return launch_config<T, MT, kRtLarge, kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
+  return launch_config<T, MT, kRtLarge, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
                                                 stream);
 }
 
-template <typename T>
+template <typename T, bool TILED>
 cudaError_t launch_fused(const void* a, const void* packed, const void* scales, const void* g,
                          const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
                          int splits, cudaStream_t stream) {
   const Config c = config_for(m);
   if (c.mt == 1) {
-    return launch_config<T, 1, kRtSmall, kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
+    return launch_config<T, 1, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
                                                  splits, stream);
   }
   if (c.mt == 2) {
-    return launch_config<T, 2, kRtSmall, kWarps>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
+    return launch_config<T, 2, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
                                                  splits, stream);
   }
   if (c.mt == 4) {
-    return launch_large<T, 4>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+    return launch_large<T, 4, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
   }
-  return launch_large<T, 8>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
+  return launch_large<T, 8, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
 }
 
 // The narrow block's occupancy: the one the host's split count is chosen for.
@@ -563,6 +584,25 @@ int occupancy_of() {
     return -1;
   }
   return blocks;
+}
+
+template <bool TILED>
+int launch_checked(const void* a, const void* packed, const void* scales, const void* g, const void* bias, void* out,
+                   float* workspace, int* counters, int32_t m, int64_t n, int64_t k, int32_t out_bf16, int32_t splits,
+                   cudaStream_t stream) {
+  if (m <= 0 || n <= 0 || k <= 0) return static_cast<int>(cudaSuccess);
+  if (m > 256 || (k % kStepK) || n > 0x7FFFFFFF || k > 0x7FFFFFFF || splits < 1 ||
+      splits > k / kStepK || (splits > 1 && workspace == nullptr) || (counters != nullptr && workspace == nullptr) ||
+      (reinterpret_cast<uintptr_t>(a) & 15) ||
+      (reinterpret_cast<uintptr_t>(packed) & 15) || (reinterpret_cast<uintptr_t>(scales) & 7)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const cudaError_t err =
+      out_bf16 ? launch_fused<__nv_bfloat16, TILED>(a, packed, scales, g, bias, out, workspace, counters, m,
+                                                    static_cast<int>(n), static_cast<int>(k), splits, stream)
+               : launch_fused<__half, TILED>(a, packed, scales, g, bias, out, workspace, counters, m,
+                                             static_cast<int>(n), static_cast<int>(k), splits, stream);
+  return static_cast<int>(err);
 }
 
 }  // namespace
@@ -610,19 +650,19 @@ int nvfp4_fused_occupancy(int32_t m) {
 int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                        void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
                        int32_t out_bf16, int32_t splits, cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || k <= 0) return static_cast<int>(cudaSuccess);
-  if (m > 256 || (k % kStepK) || n > 0x7FFFFFFF || k > 0x7FFFFFFF || splits < 1 ||
-      splits > k / kStepK || (splits > 1 && workspace == nullptr) || (counters != nullptr && workspace == nullptr) ||
-      (reinterpret_cast<uintptr_t>(a) & 15) ||
-      (reinterpret_cast<uintptr_t>(packed) & 15) || (reinterpret_cast<uintptr_t>(scales) & 7)) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  const cudaError_t err =
-      out_bf16 ? launch_fused<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, counters, m,
-                                             static_cast<int>(n), static_cast<int>(k), splits, stream)
-               : launch_fused<__half>(a, packed, scales, g, bias, out, workspace, counters, m, static_cast<int>(n),
-                                      static_cast<int>(k), splits, stream);
-  return static_cast<int>(err);
+  return launch_checked<false>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, out_bf16, splits,
+                               stream);
+}
+
+// As nvfp4_launch_fused, with the weights in the tile-contiguous layout (the same bits): packed is
+// [ceil(n / 64)][k / 128][64][64] bytes, element [t][s][r][c] = packed byte (64 t + r, 64 s + c), and
+// scales [ceil(n / 64)][k / 128][64][8], element [t][s][r][j] = scale byte (64 t + r, 8 s + j); rows
+// past n are padding (any bytes: they are never read). nvfp4_kernels.layout makes them.
+int nvfp4_launch_fused_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                             void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
+                             int32_t out_bf16, int32_t splits, cudaStream_t stream) {
+  return launch_checked<true>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, out_bf16, splits,
+                              stream);
 }
 
 }  // extern "C"

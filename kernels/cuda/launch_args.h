@@ -11,8 +11,8 @@ extern "C" {
 
 struct Nvfp4LaunchArgs {
   const void* a;        // activations [m, k] (GEMV and fused only)
-  const void* packed;   // [n, k/2] packed E2M1 codes
-  const void* scales;   // [n, ceil(k/block_size)] E4M3 bytes
+  const void* packed;   // [n, k/2] packed E2M1 codes (kernel 5: tile-contiguous)
+  const void* scales;   // [n, ceil(k/block_size)] E4M3 bytes (kernel 5: tile-contiguous)
   const void* g;        // one fp32 global scale in device memory
   const void* bias;     // [n] or null (GEMV and fused only)
   void* out;            // GEMV, fused: [m, n]; dequant: [n, k]
@@ -28,7 +28,8 @@ struct Nvfp4LaunchArgs {
 };
 
 // 0: the GEMV, 1: vec8 dequant, 2: scalar dequant, 3: the fused tensor-core kernel, 4: an empty kernel
-// (the benchmark's host-time floor: what one launch through this entry costs).
+// (the benchmark's host-time floor: what one launch through this entry costs), 5: the fused kernel
+// on tile-contiguous weights (packed and scales in nvfp4_launch_fused_tiled's layout).
 int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* args);
 int nvfp4_launch_args_size(void);
 

@@ -1,0 +1,206 @@
+"""The fused kernel's tile-contiguous weight layout: a one-time transform of packed weights and scales.
+
+The contract's packed weight is row-major, [N, K/2] bytes. The fused kernel reads it in 64-row
+tiles, 64 bytes per row and K step of 128 values, so in that layout each step of a tile is 64
+pieces of 64 bytes, K/2 bytes apart. Read with the kernel's grid and no decode at all, that stream
+alone took 25.3 us for a 17408 x 5120 weight on the H200 against 16.3 us for a contiguous read of
+the same bytes (benchmarks/experiments/weight-stream-layout-probe-2026-12-02.json).
+
+The tile-contiguous layout stores each (tile, step) piece in one run: the packed bytes as
+``[ceil(N / 64), K / 128, 64, 64]`` and the scale bytes as ``[ceil(N / 64), K / 128, 64, 8]``,
+element ``[t, s, r, c]`` being row ``64 t + r``'s byte ``64 s + c`` (scales: ``8 s + c``). Rows past
+N are zero padding. Only the byte order changes: the same bytes reach the same threads, so the
+kernel gives the same bits from either layout (``nvfp4_launch_fused_tiled``). The contract's
+row-major inputs stay accepted everywhere; this is a transform a caller applies once per weight.
+
+Works on numpy arrays and torch tensors alike (the same reshape and transpose).
+
+:func:`register` makes the dispatcher use it: it tiles a weight once (on the weight's device) and
+keeps the copy beside the weight, which :func:`nvfp4_kernels.nvfp4_matmul` then hands to the fused
+kernel whenever it takes that path for the weight (its other paths read the row-major weight as
+before). Registration costs a second copy of the weight's bytes, as a runtime's load-time repack
+would if it kept the original; :func:`unregister` frees it. A weight changed in place after
+registration (another version counter, address or shape) is no longer matched: the call reads the
+row-major weight, and :func:`register` must be called again to tile the new values.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+TILE_ROWS = 64
+STEP_K = 128
+_PACKED_PER_STEP = STEP_K // 2  # bytes of one row in one K step
+_SCALES_PER_STEP = STEP_K // 16
+
+
+def _check(packed: Any, scales: Any) -> tuple[int, int]:
+    if packed.ndim != 2 or scales.ndim != 2:
+        raise ValueError(f"packed and scales must be 2-D [N, K/2] and [N, K/16], got {tuple(packed.shape)} "
+                         f"and {tuple(scales.shape)}")
+    n, half_k = packed.shape
+    k = 2 * half_k
+    if k % STEP_K:
+        raise ValueError(f"the tile-contiguous layout needs K % {STEP_K} == 0 (the fused kernel's guard), got K={k}")
+    if tuple(scales.shape) != (n, k // 16):
+        raise ValueError(f"scales must be [N, K/16] = [{n}, {k // 16}] for block size 16, got {tuple(scales.shape)}")
+    return n, k
+
+
+def _pad_rows(x: Any, rows: int) -> Any:
+    extra = rows - x.shape[0]
+    if extra == 0:
+        return x
+    if hasattr(x, "new_zeros"):  # torch
+        import torch
+
+        return torch.cat([x, x.new_zeros((extra, x.shape[1]))])
+    import numpy as np
+
+    return np.concatenate([x, np.zeros((extra, x.shape[1]), dtype=x.dtype)])
+
+
+def _tile(x: Any, per_step: int) -> Any:
+    tiles = x.shape[0] // TILE_ROWS
+    steps = x.shape[1] // per_step
+    y = x.reshape(tiles, TILE_ROWS, steps, per_step)
+    if hasattr(y, "permute"):  # torch: always a new tensor, never a view that keeps the input alive
+        import torch
+
+        return y.permute(0, 2, 1, 3).clone(memory_format=torch.contiguous_format)
+    return y.transpose(0, 2, 1, 3).copy()
+
+
+def tile_weights(packed: Any, scales: Any) -> tuple[Any, Any]:
+    """Row-major ``packed`` [N, K/2] and ``scales`` [N, K/16] (uint8) -> the tile-contiguous pair."""
+    n, _ = _check(packed, scales)
+    rows = -(-n // TILE_ROWS) * TILE_ROWS
+    return _tile(_pad_rows(packed, rows), _PACKED_PER_STEP), _tile(_pad_rows(scales, rows), _SCALES_PER_STEP)
+
+
+def _untile(y: Any, n: int) -> Any:
+    tiles, steps, rows, per_step = y.shape
+    x = y.permute(0, 2, 1, 3) if hasattr(y, "permute") else y.transpose(0, 2, 1, 3)
+    x = x.reshape(tiles * rows, steps * per_step)
+    return x[:n]
+
+
+def untile_weights(packed_tiles: Any, scales_tiles: Any, n: int) -> tuple[Any, Any]:
+    """The inverse of :func:`tile_weights` (drops the padding rows): for checking the transform."""
+    if packed_tiles.ndim != 4 or scales_tiles.ndim != 4:
+        raise ValueError("tile-contiguous weights are 4-D: [tiles, K/128, 64, 64] and [tiles, K/128, 64, 8]")
+    return _untile(packed_tiles, n), _untile(scales_tiles, n)
+
+
+def tiled_shapes(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes :func:`tile_weights` gives for an [n, k] weight."""
+    tiles, steps = -(-n // TILE_ROWS), k // STEP_K
+    return (tiles, steps, TILE_ROWS, _PACKED_PER_STEP), (tiles, steps, TILE_ROWS, _SCALES_PER_STEP)
+
+
+def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int) -> None:
+    """Raise unless the pair is uint8, contiguous and shaped as :func:`tile_weights` makes it for [n, k]."""
+    want_p, want_s = tiled_shapes(n, k)
+    for name, x, want in (("packed", packed_tiles, want_p), ("scales", scales_tiles, want_s)):
+        if tuple(x.shape) != want:
+            raise ValueError(f"tiled {name} must be {list(want)} for an [{n}, {k}] weight "
+                             f"(nvfp4_kernels.layout.tile_weights), got {list(x.shape)}")
+        if str(x.dtype).rsplit(".", 1)[-1] != "uint8":
+            raise TypeError(f"tiled {name} must be uint8, got {x.dtype}")
+        if hasattr(x, "is_contiguous") and not x.is_contiguous():
+            raise ValueError(f"tiled {name} must be contiguous (tile_weights returns contiguous tensors)")
+
+
+@dataclass
+class _Entry:
+    """A registered weight: weak references to the row-major pair, what identified it when it was
+    tiled, and the tiled copies."""
+
+    b_ref: Any
+    scales_ref: Any
+    stamp: tuple
+    packed_tiles: Any
+    scales_tiles: Any
+
+
+_registry: dict[int, _Entry] = {}
+_lock = threading.Lock()
+
+
+def _stamp(b: Any, scales: Any) -> tuple:
+    """What must not change for a tiled copy to stay the weight's: addresses, shapes and version
+    counters (inference tensors keep none; their shapes and addresses stand in)."""
+    def version(x: Any) -> int | None:
+        try:
+            return int(x._version)
+        except (AttributeError, RuntimeError):
+            return None
+
+    return (b.data_ptr(), tuple(b.shape), version(b), scales.data_ptr(), tuple(scales.shape), version(scales))
+
+
+def register(b: Any, weight_scale: Any) -> None:
+    """Tile the packed weight ``b`` [N, K/2] and its scales [N, K/16] (uint8 torch tensors on one
+    device) once, so that the fused path reads the tile-contiguous copy for them; the same bits,
+    a faster weight stream. Registering again re-tiles (after an in-place change)."""
+    import torch
+
+    if not isinstance(b, torch.Tensor) or not isinstance(weight_scale, torch.Tensor):
+        raise TypeError("register takes the torch tensors nvfp4_matmul is called with (b, weight_scale)")
+    if b.dtype != torch.uint8 or weight_scale.dtype != torch.uint8:
+        raise TypeError(f"b and weight_scale must be uint8 (packed E2M1 codes, E4M3 bytes), got {b.dtype} and "
+                        f"{weight_scale.dtype}")
+    if b.device != weight_scale.device:
+        raise ValueError(f"b and weight_scale must be on one device, got {b.device} and {weight_scale.device}")
+    packed_tiles, scales_tiles = tile_weights(b.contiguous(), weight_scale.contiguous())
+    key = id(b)
+    entry = _Entry(weakref.ref(b, lambda _ref, key=key: _forget(key)), weakref.ref(weight_scale),
+                   _stamp(b, weight_scale), packed_tiles, scales_tiles)
+    with _lock:
+        _registry[key] = entry
+    _forget_plans(b)
+
+
+def _forget_plans(b: Any) -> None:
+    """The dispatcher's fast path keeps one plan per weight and input shape, and a plan fixes the
+    layout its kernel reads: (un)registering a weight drops its plans."""
+    from nvfp4_kernels import fast
+
+    fast.forget_weight(b)
+
+
+def _forget(key: int) -> None:
+    with _lock:
+        entry = _registry.get(key)
+        if entry is not None and entry.b_ref() is None:
+            del _registry[key]
+
+
+def unregister(b: Any) -> bool:
+    """Drop ``b``'s tiled copy; True when there was one."""
+    with _lock:
+        entry = _registry.get(id(b))
+        if entry is None or entry.b_ref() is not b:
+            return False
+        del _registry[id(b)]
+    _forget_plans(b)
+    return True
+
+
+def registered(b: Any, weight_scale: Any) -> tuple[Any, Any] | None:
+    """The tiled copies of a registered (``b``, ``weight_scale``) that still match them, else None."""
+    if not _registry:
+        return None
+    entry = _registry.get(id(b))
+    if entry is None or entry.b_ref() is not b or entry.scales_ref() is not weight_scale:
+        return None
+    if entry.stamp != _stamp(b, weight_scale):
+        # changed in place since it was tiled: the copy is stale, the row-major weight is read
+        with _lock:
+            if _registry.get(id(b)) is entry:
+                del _registry[id(b)]
+        return None
+    return entry.packed_tiles, entry.scales_tiles

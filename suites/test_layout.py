@@ -1,0 +1,117 @@
+"""The tile-contiguous weight layout (nvfp4_kernels.layout): the transform, its inverse, its checks,
+and the registry that hands a weight's tiled copy to the fused path.
+
+The transform must put row r's packed byte c (scale byte j) of every K step at the place the
+fused kernel's tiled loader reads it: [r // 64, c // 64, r % 64, c % 64] (scales: [.., j // 8, ..,
+j % 8]). Here that is checked element by element against loops written from that definition, for
+numpy and torch, with rows that do not fill the last tile; the GPU suite
+(test_layout_gpu.py) then shows the kernel's output bits equal on both layouts.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from nvfp4_kernels import layout
+
+torch = pytest.importorskip("torch")
+
+SHAPES = [(1, 128), (63, 256), (64, 128), (65, 384), (200, 1024), (130, 640)]
+
+
+def _random(n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 256, (n, k // 2), dtype=np.uint8), rng.integers(0, 256, (n, k // 16), dtype=np.uint8))
+
+
+def _tiled_by_loops(packed: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The layout's definition, one byte at a time."""
+    n, half_k = packed.shape
+    tiles, steps = -(-n // 64), half_k // 64
+    pt = np.zeros((tiles, steps, 64, 64), np.uint8)
+    st = np.zeros((tiles, steps, 64, 8), np.uint8)
+    for r in range(n):
+        for c in range(half_k):
+            pt[r // 64, c // 64, r % 64, c % 64] = packed[r, c]
+        for j in range(scales.shape[1]):
+            st[r // 64, j // 8, r % 64, j % 8] = scales[r, j]
+    return pt, st
+
+
+@pytest.mark.parametrize(("n", "k"), SHAPES)
+def test_tile_weights_places_every_byte_where_the_definition_says(n: int, k: int) -> None:
+    packed, scales = _random(n, k, n * 7 + k)
+    want_p, want_s = _tiled_by_loops(packed, scales)
+    got_p, got_s = layout.tile_weights(packed, scales)
+    assert got_p.shape == layout.tiled_shapes(n, k)[0] and got_s.shape == layout.tiled_shapes(n, k)[1]
+    assert np.array_equal(got_p, want_p) and np.array_equal(got_s, want_s)
+    t_p, t_s = layout.tile_weights(torch.from_numpy(packed), torch.from_numpy(scales))
+    assert t_p.is_contiguous() and t_s.is_contiguous()
+    assert np.array_equal(t_p.numpy(), want_p) and np.array_equal(t_s.numpy(), want_s)
+    layout.check_tiled(t_p, t_s, n, k)
+
+
+@pytest.mark.parametrize(("n", "k"), SHAPES)
+def test_untile_weights_inverts_the_transform(n: int, k: int) -> None:
+    packed, scales = _random(n, k, 3)
+    back_p, back_s = layout.untile_weights(*layout.tile_weights(packed, scales), n)
+    assert np.array_equal(back_p, packed) and np.array_equal(back_s, scales)
+
+
+def test_bad_weights_are_refused_with_the_fix() -> None:
+    packed, scales = _random(64, 256, 1)
+    with pytest.raises(ValueError, match="K % 128 == 0"):
+        layout.tile_weights(packed[:, :96], scales[:, :12])
+    with pytest.raises(ValueError, match=r"scales must be \[N, K/16\]"):
+        layout.tile_weights(packed, scales[:, :8])
+    with pytest.raises(ValueError, match="2-D"):
+        layout.tile_weights(packed.reshape(-1), scales)
+    p, s = layout.tile_weights(packed, scales)
+    with pytest.raises(ValueError, match=r"tiled packed must be \[1, 2, 64, 64\]"):
+        layout.check_tiled(p[:, :1], s, 64, 256)
+    with pytest.raises(TypeError, match="uint8"):
+        layout.check_tiled(p.astype(np.int16), s, 64, 256)
+    with pytest.raises(ValueError, match="contiguous"):
+        t = torch.from_numpy(p).transpose(2, 3)
+        layout.check_tiled(t, torch.from_numpy(s), 64, 256)
+
+
+def test_register_hands_out_the_tiled_copy_while_the_weight_is_unchanged() -> None:
+    packed, scales = (torch.from_numpy(x) for x in _random(100, 256, 5))
+    other_scales = scales.clone()
+    assert layout.registered(packed, scales) is None
+    layout.register(packed, scales)
+    got = layout.registered(packed, scales)
+    assert got is not None
+    want_p, want_s = layout.tile_weights(packed, scales)
+    assert torch.equal(got[0], want_p) and torch.equal(got[1], want_s)
+    assert layout.registered(packed, other_scales) is None  # the copy belongs to the pair it was made from
+    assert layout.registered(packed.clone(), scales) is None
+    packed.add_(1)  # changed in place: the copy is stale and dropped
+    assert layout.registered(packed, scales) is None
+    layout.register(packed, scales)  # registering again tiles the new values
+    assert torch.equal(layout.registered(packed, scales)[0], layout.tile_weights(packed, scales)[0])
+    assert layout.unregister(packed) is True
+    assert layout.unregister(packed) is False
+    assert layout.registered(packed, scales) is None
+
+
+def test_a_registered_weight_does_not_outlive_its_tensor() -> None:
+    packed, scales = (torch.from_numpy(x) for x in _random(64, 128, 6))
+    layout.register(packed, scales)
+    before = len(layout._registry)
+    del packed
+    gc.collect()
+    assert len(layout._registry) == before - 1
+
+
+def test_register_refuses_what_the_operator_would() -> None:
+    packed, scales = (torch.from_numpy(x) for x in _random(64, 128, 7))
+    with pytest.raises(TypeError, match="torch tensors"):
+        layout.register(packed.numpy(), scales)
+    with pytest.raises(TypeError, match="uint8"):
+        layout.register(packed.to(torch.int16), scales)
+    with pytest.raises(ValueError, match="K % 128"):
+        layout.register(packed[:, :32], scales[:, :4])

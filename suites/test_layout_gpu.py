@@ -1,0 +1,107 @@
+"""The fused kernel on tile-contiguous weights (nvfp4_kernels.layout) gives the bits it gives on
+the contract's row-major weights, and the dispatcher hands it a registered weight's copy only
+while that copy matches the weight.
+
+The layout only changes where the kernel's copies read a step's bytes, so every output must be the
+same bits as on row-major weights: over row tails (N not a multiple of 64), M tails, both output
+types, a bias, forced split counts and both split-K sums. The row-major outputs are pinned by the
+fused path's own suites and GPU-keyed goldens, so equality here carries those checks over.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nvfp4_kernels.model import Policy
+
+pytestmark = [pytest.mark.dispatch, pytest.mark.gpu]
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)", allow_module_level=True)
+
+import nvfp4_kernels  # noqa: E402
+from nvfp4_kernels import cuda_backend, fast, layout  # noqa: E402
+
+FUSED = Policy(force_path="fused_mma", fused_max_m=256)
+#: (N, K): one row, a partial tile, one row past a tile, several tiles with a partial last one
+SHAPES = [(1, 128), (63, 256), (65, 384), (200, 1024), (1000, 2048)]
+MS = [1, 5, 8, 9, 16, 17, 33, 64, 100, 256]
+
+
+def _weights(n: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
+    # scale bytes 0.25..3 (the table decode) and a few out-of-range ones (the multiply decode)
+    scales = rng.integers(0x28, 0x44, (n, k // 16), dtype=np.uint8)
+    scales[::7, ::5] = rng.choice(np.array([0x00, 0x01, 0x7E, 0x80], np.uint8), scales[::7, ::5].shape)
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    return packed, torch.from_numpy(scales).cuda(), g
+
+
+def _bits(x: torch.Tensor) -> np.ndarray:
+    return x.view(torch.int16).cpu().numpy()
+
+
+@pytest.mark.parametrize(("n", "k"), SHAPES)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_tiled_weights_give_the_row_major_bits(n: int, k: int, dtype: str) -> None:
+    packed, scales, g = _weights(n, k, n + k)
+    tiled = layout.tile_weights(packed, scales)
+    tdt = getattr(torch, dtype)
+    bias = torch.randn(n, device="cuda").to(tdt)
+    steps = k // 128
+    for m in MS:
+        a = torch.randn(m, k, device="cuda").to(tdt)
+        for splits in sorted({None, 1, min(2, steps), min(3, steps)}, key=lambda s: s or 0):
+            for reduction in ("last_block", "finalize") if splits and splits > 1 else ("auto",):
+                outs = []
+                for how in (None, tiled):
+                    out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
+                    cuda_backend.fused_mma(a, packed, scales, g, bias if m % 2 else None, out, splits=splits,
+                                           reduction=reduction, tiled=how)
+                    outs.append(_bits(out))
+                assert np.array_equal(outs[0], outs[1]), (m, splits, reduction)
+
+
+def test_the_dispatcher_reads_a_registered_weight_on_both_of_its_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    n, k = 1000, 2048
+    packed, scales, g = _weights(n, k, 11)
+    a = torch.randn(3, k, device="cuda").to(torch.bfloat16)
+    want = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED))
+    plan = fast._plans[(id(packed), a.shape)]
+    assert plan.kernel == cuda_backend.PACKED_KERNEL["fused_mma"] and plan.tiled is None
+    layout.register(packed, scales)
+    try:
+        assert (id(packed), a.shape) not in fast._plans  # registering drops the weight's plans
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)), want)
+        plan = fast._plans[(id(packed), a.shape)]
+        assert plan.kernel == cuda_backend.FUSED_TILED_KERNEL and plan.tiled is not None
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)), want)
+        # the full path (no plans) hands the kernel the same copy
+        monkeypatch.setattr(fast, "ENABLED", False)
+        launched = []
+        real = cuda_backend.launch_fused
+        monkeypatch.setattr(cuda_backend, "launch_fused",
+                            lambda *args, **kw: launched.append(kw.get("tiled", False)) or real(*args, **kw))
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)), want)
+        assert launched == [True]
+    finally:
+        layout.unregister(packed)
+
+
+def test_a_weight_changed_after_registration_is_read_as_it_is_now() -> None:
+    n, k = 200, 1024
+    packed, scales, g = _weights(n, k, 12)
+    a = torch.randn(8, k, device="cuda").to(torch.bfloat16)
+    layout.register(packed, scales)
+    try:
+        nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)  # a plan on the tiled copy
+        packed[::3].bitwise_xor_(0x5A)  # an in-place update of the weight
+        got = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED))
+        assert layout.registered(packed, scales) is None  # the stale copy was dropped
+        out = torch.empty(8, n, dtype=torch.bfloat16, device="cuda")
+        cuda_backend.fused_mma(a, packed, scales, g, None, out)
+        assert np.array_equal(got, _bits(out))
+    finally:
+        layout.unregister(packed)
