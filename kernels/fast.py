@@ -61,11 +61,15 @@ class Plan:
         self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
         self.path = prepared.selection.path
         self.kernel = cuda_backend.PACKED_KERNEL[self.path]
-        # a weight registered for the tile-contiguous layout: the fused kernel reads its tiled copy
-        # (held here, so that its addresses stay valid for the plan's life; the row-major weight's
-        # identity, address and version checks below vouch that it still matches)
-        self.tiled = layout.registered(b, scales) if self.path == "fused_mma" else None
-        if self.tiled is not None:
+        # a weight registered for the tile-contiguous layout: the fused kernel reads its tiled copy.
+        # The registry owns the copy (while the weight lives, unchanged and registered: the row-major
+        # weight's identity, address and version checks of every call, and unregister dropping the
+        # weight's plans, vouch for that); the plan holds it weakly, so that plans left behind by a
+        # freed weight do not keep a second copy of its bytes on the GPU, and a call whose copy is
+        # gone takes the full path
+        tiled = layout.registered(b, scales) if self.path == "fused_mma" else None
+        self.tiled = None if tiled is None else (weakref.ref(tiled[0]), weakref.ref(tiled[1]))
+        if tiled is not None:
             self.kernel = cuda_backend.FUSED_TILED_KERNEL
         self.launch = cuda_backend.launch_call()
         self.stream_of = cuda_backend.raw_stream_getter()
@@ -108,8 +112,7 @@ class Plan:
         # the launch arguments that are the same for every call of the plan
         words = [0] * cuda_backend.ARG_WORDS
         words[cuda_backend.ARG_PACKED], words[cuda_backend.ARG_SCALES] = (
-            (self.tiled[0].data_ptr(), self.tiled[1].data_ptr()) if self.tiled is not None
-            else (self.b_ptr, self.scales_ptr))
+            (tiled[0].data_ptr(), tiled[1].data_ptr()) if tiled is not None else (self.b_ptr, self.scales_ptr))
         words[cuda_backend.ARG_G], words[cuda_backend.ARG_BIAS] = g_ptr, self.bias_ptr
         words[cuda_backend.ARG_N], words[cuda_backend.ARG_K] = self.n, self.k
         words[cuda_backend.ARG_M_BLOCK] = cuda_backend.pack_int32_pair(self.m, self.block_size)
@@ -194,6 +197,8 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
         a_ptr = a.data_ptr()
         if a_ptr % 16 or not plan.weights_aligned:
             return MISS  # the full path launches on aligned copies
+        if plan.tiled is not None and plan.tiled[0]() is None:
+            return MISS  # the weight's tiled copy is gone (see Plan)
         out = a.new_empty(plan.m, plan.n)  # the varargs form costs ~0.7 us less than a shape tuple
         workspace = counters = 0
         if plan.workspace_floats:

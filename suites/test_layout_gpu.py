@@ -105,3 +105,20 @@ def test_a_weight_changed_after_registration_is_read_as_it_is_now() -> None:
         assert np.array_equal(got, _bits(out))
     finally:
         layout.unregister(packed)
+
+
+def test_a_freed_weight_leaves_no_tiled_copy_behind() -> None:
+    """The registry owns a weight's tiled copy and the fast path's plans only refer to it, so
+    freeing the weight frees the copy (a second copy of every layer's bytes otherwise)."""
+    import gc
+    import weakref
+
+    packed, scales, g = _weights(200, 1024, 13)
+    a = torch.randn(2, 1024, device="cuda").to(torch.bfloat16)
+    layout.register(packed, scales)
+    nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)
+    copy = weakref.ref(layout.registered(packed, scales)[0])
+    assert fast._plans[(id(packed), a.shape)].tiled is not None
+    del packed
+    gc.collect()
+    assert copy() is None
