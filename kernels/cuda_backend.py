@@ -72,6 +72,8 @@ class LaunchArgs(ctypes.Structure):
 PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3}
 #: nvfp4_launch_packed's fused kernel on tile-contiguous weights (nvfp4_kernels.layout)
 FUSED_TILED_KERNEL = 5
+#: the path each packed kernel serves (for error messages)
+_PACKED_KERNEL_PATH = {**{i: p for p, i in PACKED_KERNEL.items()}, FUSED_TILED_KERNEL: "fused_mma"}
 #: nvfp4_launch_packed's empty kernel (the fused kernel's parameter list, no work): the benchmark's
 #: host-time floor, what one launch through the same call costs on the machine at hand
 EMPTY_KERNEL = 4
@@ -395,15 +397,12 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     if tiled is not None:
         from nvfp4_kernels import layout
 
-        packed_tiles, scales_tiles = tiled
-        layout.check_tiled(packed_tiles, scales_tiles, n, k)
-        _require_cuda("tiled packed", packed_tiles, out.device)
-        _require_cuda("tiled scales", scales_tiles, out.device)
-        launch_fused(_aligned(a, 16), _aligned(packed_tiles, 16), _aligned(scales_tiles, 8), g.data_ptr(), bias,
-                     out, m, n, k, bf16, splits, _stream(out), reduction, tiled=True)
-        return
+        packed, scales = tiled  # the kernel reads these instead
+        layout.check_tiled(packed, scales, n, k)
+        _require_cuda("tiled packed", packed, out.device)
+        _require_cuda("tiled scales", scales, out.device)
     launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
-                 bf16, splits, _stream(out), reduction)
+                 bf16, splits, _stream(out), reduction, tiled=tiled is not None)
 
 
 #: the most activation rows whose split-K sum the fused kernel does in its own launch by default.
@@ -553,8 +552,7 @@ def ctypes_launch_call(packed: Any) -> LaunchCall:
 
 def raise_launch_error(err: int, kernel: int) -> None:
     """The RuntimeError of a failed packed launch, naming the kernel and CUDA's error string."""
-    path = "fused_mma" if kernel == FUSED_TILED_KERNEL else next(p for p, i in PACKED_KERNEL.items() if i == kernel)
-    _check(err, KERNEL_NAMES[path])
+    _check(err, KERNEL_NAMES[_PACKED_KERNEL_PATH[kernel]])
 
 
 _workspaces: dict[tuple[int, int], Any] = {}

@@ -31,8 +31,11 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from nvfp4_kernels.model import FUSED_K_MULTIPLE
+
+#: the fused kernel's row tile (64 rows, a warp's 16 x 4 warps) and K step (its k_mod_128 guard)
 TILE_ROWS = 64
-STEP_K = 128
+STEP_K = FUSED_K_MULTIPLE
 _PACKED_PER_STEP = STEP_K // 2  # bytes of one row in one K step
 _SCALES_PER_STEP = STEP_K // 16
 

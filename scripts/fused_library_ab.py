@@ -123,9 +123,9 @@ def main() -> int:
                                                         out.data_ptr(), workspace if splits > 1 else None, count,
                                                         m, n, k, int(dtype == "bfloat16"), splits, stream_now)
                         else:
-                            err = launch_fused(a.data_ptr(), pw.data_ptr(), sw.data_ptr(), g.data_ptr(),
-                                                         None, out.data_ptr(), workspace if splits > 1 else None,
-                                                         count, m, n, k, int(dtype == "bfloat16"), splits, stream_now)
+                            err = launch_fused(a.data_ptr(), pw.data_ptr(), sw.data_ptr(), g.data_ptr(), None,
+                                               out.data_ptr(), workspace if splits > 1 else None, count, m, n, k,
+                                               int(dtype == "bfloat16"), splits, stream_now)
                         assert err == 0, err
 
                     run()

@@ -542,11 +542,11 @@ cudaError_t launch_large(const void* a, const void* packed, const void* scales, 
                          cudaStream_t stream) {
   static_assert(kRtLarge == 2, "the wide block halves two row tiles per warp");
   if (block_warps(m, n, splits, device_sms()) == 2 * kWarps) {
-    return launch_config<T, MT, 1, 2 * kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
-                                               stream);
+    return launch_config<T, MT, 1, 2 * kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
+                                                      splits, stream);
   }
-  return launch_config<T, MT, kRtLarge, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits,
-                                                stream);
+  return launch_config<T, MT, kRtLarge, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
+                                                       k, splits, stream);
 }
 
 template <typename T, bool TILED>
@@ -555,12 +555,12 @@ cudaError_t launch_fused(const void* a, const void* packed, const void* scales, 
                          int splits, cudaStream_t stream) {
   const Config c = config_for(m);
   if (c.mt == 1) {
-    return launch_config<T, 1, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
-                                                 splits, stream);
+    return launch_config<T, 1, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
+                                                        k, splits, stream);
   }
   if (c.mt == 2) {
-    return launch_config<T, 2, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
-                                                 splits, stream);
+    return launch_config<T, 2, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
+                                                        k, splits, stream);
   }
   if (c.mt == 4) {
     return launch_large<T, 4, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
