@@ -32,7 +32,33 @@ def library(tmp_path_factory) -> Path:
 def test_library_builds_and_is_cached(library: Path) -> None:
     assert library.is_file() and library.stat().st_size > 0
     assert build.build_library() == library  # second call: the cached file, no rebuild
-    assert not list(library.parent.glob(library.name + ".*.tmp")), "temporary build files left behind"
+
+
+#: a kernel small enough to build in a second (the cleanup tests need a build of their own: in the
+#: shared cache another pytest-xdist worker may be building the library at the same moment, and its
+#: temporary file is legitimately there)
+TINY_KERNEL = "__global__ void tiny(int* x) { *x = 1; }\n"
+
+
+@needs_nvcc
+def test_a_build_leaves_no_temporary_files(tmp_path: Path) -> None:
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    (src / "tiny.cu").write_text(TINY_KERNEL)
+    built = build.build_library(source_dir=src, cache_dir=cache)
+    assert built.is_file() and built.parent == cache
+    assert build.build_library(source_dir=src, cache_dir=cache) == built  # cached
+    assert [p.name for p in cache.iterdir()] == [built.name], "temporary build files left behind"
+
+
+@needs_nvcc
+def test_a_failed_build_raises_and_leaves_nothing(tmp_path: Path) -> None:
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    (src / "broken.cu").write_text("__global__ void broken( { }\n")
+    with pytest.raises(build.BuildError, match="nvcc failed building the shared library"):
+        build.build_library(source_dir=src, cache_dir=cache)
+    assert list(cache.iterdir()) == [], "a failed build left files behind"
 
 
 @needs_nvcc
