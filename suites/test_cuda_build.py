@@ -40,11 +40,17 @@ def test_library_builds_and_is_cached(library: Path) -> None:
 TINY_KERNEL = "__global__ void tiny(int* x) { *x = 1; }\n"
 
 
+def one_source(tmp_path: Path, name: str, text: str) -> tuple[Path, Path]:
+    """A source folder holding one .cu file, and an empty cache folder beside it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / name).write_text(text)
+    return src, tmp_path / "cache"
+
+
 @needs_nvcc
 def test_a_build_leaves_no_temporary_files(tmp_path: Path) -> None:
-    src, cache = tmp_path / "src", tmp_path / "cache"
-    src.mkdir()
-    (src / "tiny.cu").write_text(TINY_KERNEL)
+    src, cache = one_source(tmp_path, "tiny.cu", TINY_KERNEL)
     built = build.build_library(source_dir=src, cache_dir=cache)
     assert built.is_file() and built.parent == cache
     assert build.build_library(source_dir=src, cache_dir=cache) == built  # cached
@@ -53,9 +59,7 @@ def test_a_build_leaves_no_temporary_files(tmp_path: Path) -> None:
 
 @needs_nvcc
 def test_a_failed_build_raises_and_leaves_nothing(tmp_path: Path) -> None:
-    src, cache = tmp_path / "src", tmp_path / "cache"
-    src.mkdir()
-    (src / "broken.cu").write_text("__global__ void broken( { }\n")
+    src, cache = one_source(tmp_path, "broken.cu", "__global__ void broken( { }\n")
     with pytest.raises(build.BuildError, match="nvcc failed building the shared library"):
         build.build_library(source_dir=src, cache_dir=cache)
     assert list(cache.iterdir()) == [], "a failed build left files behind"
