@@ -8,10 +8,14 @@ the same bytes (benchmarks/experiments/weight-stream-layout-probe-2026-12-02.jso
 
 The tile-contiguous layout stores each (tile, step) piece in one run: the packed bytes as
 ``[ceil(N / 64), K / 128, 64, 64]`` and the scale bytes as ``[ceil(N / 64), K / 128, 64, 8]``,
-element ``[t, s, r, c]`` being row ``64 t + r``'s byte ``64 s + c`` (scales: ``8 s + c``). Rows past
-N are zero padding. Only the byte order changes: the same bytes reach the same threads, so the
-kernel gives the same bits from either layout (``nvfp4_launch_fused_tiled``). The contract's
-row-major inputs stay accepted everywhere; this is a transform a caller applies once per weight.
+element ``[t, s, r, c]`` being row ``64 t + r``'s byte ``64 s + c`` (scales: ``8 s + c``), with one
+change inside each aligned 4-byte word of packed codes (:func:`place_signs`): its eight sign bits
+move to where the kernel's table decode XORs them into the values' high bytes (code i's sign at
+bit 8 i + 7 for i < 4, at bit 8 (i - 4) + 3 for i >= 4; the magnitudes stay in place), which saves
+the decode two byte permutes per eight weights (benchmarks/NOTES.md). Rows past N are zero
+padding. The kernel decodes the same values for the same threads, so it gives the same bits from
+either layout (``nvfp4_launch_fused_tiled``). The contract's row-major inputs stay accepted
+everywhere; this is a transform a caller applies once per weight.
 
 Works on numpy arrays and torch tensors alike (the same reshape and transpose).
 
@@ -77,11 +81,59 @@ def _tile(x: Any, per_step: int) -> Any:
     return y.transpose(0, 2, 1, 3).copy()
 
 
+def _sign(x: Any, byte: int, bit: int) -> Any:
+    """Bit ``bit`` of byte ``byte`` of every 4-byte word of ``x`` [..., 4], as 0/1 bytes."""
+    return (x[..., byte] >> bit) & 1
+
+
+def _stack_bytes(x: Any, parts: list[Any]) -> Any:
+    if hasattr(x, "permute"):  # torch
+        import torch
+
+        return torch.stack(parts, dim=-1)
+    import numpy as np
+
+    return np.stack(parts, axis=-1)
+
+
+def place_signs(packed: Any) -> Any:
+    """Move the sign bits of every aligned 4-byte word of packed codes (uint8, last dimension a
+    multiple of 4) to where the fused kernel's decode of the tiled layout reads them.
+
+    A little-endian word holds codes 0..7 as nibbles 0..7 (byte j: code 2 j low, 2 j + 1 high);
+    code i's sign is bit 3 of its nibble. Afterwards byte j holds the magnitudes of codes 2 j and
+    2 j + 1 as before, the sign of code j at bit 7 and the sign of code j + 4 at bit 3; this is
+    ``place_signs`` of kernels/cuda/mma_decode.cuh on one word."""
+    words = packed.reshape(*packed.shape[:-1], packed.shape[-1] // 4, 4)
+    parts = []
+    for j in range(4):
+        sign_j = _sign(words, j // 2, 3 + 4 * (j % 2))            # code j
+        sign_j4 = _sign(words, 2 + j // 2, 3 + 4 * (j % 2))       # code j + 4
+        parts.append((words[..., j] & 0x77) | (sign_j << 7) | (sign_j4 << 3))
+    return _stack_bytes(packed, parts).reshape(packed.shape)
+
+
+def unplace_signs(placed: Any) -> Any:
+    """The inverse of :func:`place_signs`: the contract's code bytes back."""
+    words = placed.reshape(*placed.shape[:-1], placed.shape[-1] // 4, 4)
+    parts = []
+    for b in range(4):
+        out = words[..., b] & 0x77
+        for half in range(2):
+            code = 2 * b + half
+            sign = _sign(words, code, 7) if code < 4 else _sign(words, code - 4, 3)
+            out = out | (sign << (3 + 4 * half))
+        parts.append(out)
+    return _stack_bytes(placed, parts).reshape(placed.shape)
+
+
 def tile_weights(packed: Any, scales: Any) -> tuple[Any, Any]:
-    """Row-major ``packed`` [N, K/2] and ``scales`` [N, K/16] (uint8) -> the tile-contiguous pair."""
+    """Row-major ``packed`` [N, K/2] and ``scales`` [N, K/16] (uint8) -> the tile-contiguous pair
+    (the packed codes with their signs placed, :func:`place_signs`)."""
     n, _ = _check(packed, scales)
     rows = -(-n // TILE_ROWS) * TILE_ROWS
-    return _tile(_pad_rows(packed, rows), _PACKED_PER_STEP), _tile(_pad_rows(scales, rows), _SCALES_PER_STEP)
+    packed_tiles = _tile(_pad_rows(packed, rows), _PACKED_PER_STEP)
+    return place_signs(packed_tiles), _tile(_pad_rows(scales, rows), _SCALES_PER_STEP)
 
 
 def _untile(y: Any, n: int) -> Any:
@@ -95,7 +147,7 @@ def untile_weights(packed_tiles: Any, scales_tiles: Any, n: int) -> tuple[Any, A
     """The inverse of :func:`tile_weights` (drops the padding rows): for checking the transform."""
     if packed_tiles.ndim != 4 or scales_tiles.ndim != 4:
         raise ValueError("tile-contiguous weights are 4-D: [tiles, K/128, 64, 64] and [tiles, K/128, 64, 8]")
-    return _untile(packed_tiles, n), _untile(scales_tiles, n)
+    return _untile(unplace_signs(packed_tiles), n), _untile(scales_tiles, n)
 
 
 def tiled_shapes(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

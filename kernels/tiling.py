@@ -18,7 +18,14 @@ from nvfp4_kernels.reference import FUSED_STEP_K
 #: multiprocessors of an H200 / H100 SXM: the CPU backend's stand-in for the device
 H200_SMS = 132
 #: (weight rows, activation rows) per block -> resident blocks per multiprocessor on an H200
-FUSED_OCCUPANCY_H200: dict[tuple[int, int], int] = {(64, 8): 8, (64, 16): 6, (128, 32): 3, (128, 64): 2}
+FUSED_OCCUPANCY_H200: dict[tuple[int, int], int] = {(64, 8): 8, (64, 16): 7, (128, 32): 3, (128, 64): 2}
+#: (weight rows, activation rows) -> the most resident blocks per multiprocessor the split model
+#: counts. The 16-row tile's kernel has 7 since its copies use fixed offsets (72 registers, was 80
+#: and 6), but on the H200 the counts the model picks for 7 were up to 12% slower than the ones
+#: it picks for 6 (5120 x 17408, 4096 x 4096, M = 9 and 16; the two were within 2% elsewhere:
+#: benchmarks/experiments/fused-loader-and-placed-signs-2026-12-02.json); the 7th block fills the
+#: slots faster than the model's fill and tail terms assume.
+SPLIT_MODEL_MAX_BLOCKS: dict[tuple[int, int], int] = {(64, 16): 6}
 #: the most K splits the host asks for
 MAX_SPLITS = 16
 #: each split keeps at least this many 128-value steps (the kernel keeps 2 steps in flight)
@@ -87,7 +94,8 @@ def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm
     writes and the finalize kernel re-reads (weighed at :data:`PARTIAL_WEIGHT` of the weight
     bytes, since they mostly stay in L2). A larger count must beat the best score by 3%. On
     the H200 this model picks within 4% of the fastest count measured on 17408 x 5120 and
-    5120 x 17408 at M = 1, 8, 16, 64 and 256 (benchmarks/NOTES.md).
+    5120 x 17408 at M = 1, 8, 16, 64 and 256 (benchmarks/NOTES.md). ``blocks_per_sm`` (the
+    kernel's occupancy) is capped at :data:`SPLIT_MODEL_MAX_BLOCKS` for the tiles it lists.
     """
     rows, act_rows = fused_tile(m)
     if k % FUSED_STEP_K:
@@ -96,6 +104,7 @@ def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm
         blocks_per_sm = FUSED_OCCUPANCY_H200[(rows, act_rows)]
     if sms < 1 or blocks_per_sm < 1:
         raise ValueError(f"sms and blocks_per_sm must be >= 1, got {sms} and {blocks_per_sm}")
+    blocks_per_sm = min(blocks_per_sm, SPLIT_MODEL_MAX_BLOCKS.get((rows, act_rows), blocks_per_sm))
     tiles = fused_grid_tiles(n, m)
     steps = k // FUSED_STEP_K
     slots = sms * blocks_per_sm

@@ -9,7 +9,7 @@ timed as they would run. Where both builds split K alike their outputs must be t
 (SHA-256 of each output, compared here); another split count legitimately changes the sum's order.
 
     python scripts/fused_library_ab.py --a kernels/_build/libnvfp4_OLD.so --b kernels/_build/libnvfp4_NEW.so \
-        [--ms 1,8,16,64] [--shapes 17408x5120,5120x17408] [--out FILE]
+        [--ms 1,8,16,64] [--shapes 17408x5120,5120x17408] [--b-tiled [--a-tiled placed|bytes]] [--out FILE]
 
 Used to decide whether a kernel change ships (benchmarks/NOTES.md); the benchmark proper is
 ``python -m nvfp4_harness bench``.
@@ -66,6 +66,10 @@ def main() -> int:
     parser.add_argument("--b-tiled", action="store_true",
                         help="--kernel fused: give --b the weights in the tile-contiguous layout "
                              "(nvfp4_kernels.layout) through nvfp4_launch_fused_tiled (same bits expected)")
+    parser.add_argument("--a-tiled", choices=("placed", "bytes"), default=None,
+                        help="--kernel fused: give --a the tile-contiguous weights too: 'placed' as this "
+                             "tree's layout makes them, 'bytes' with the codes' sign bits where the contract "
+                             "has them (the layout of builds before the signs were placed, 2026-12-02)")
     parser.add_argument("--same-splits", action="store_true",
                         help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
@@ -86,6 +90,9 @@ def main() -> int:
         weights = {"a": (p, s), "b": (p, s)}
         if args.b_tiled:
             weights["b"] = layout.tile_weights(p, s)
+        if args.a_tiled:
+            pt, st = layout.tile_weights(p, s)
+            weights["a"] = (pt if args.a_tiled == "placed" else layout.unplace_signs(pt).contiguous(), st)
         for dtype in args.dtypes.split(","):
             tdt = getattr(torch, dtype)
             for m in (int(v) for v in args.ms.split(",")):
@@ -113,7 +120,7 @@ def main() -> int:
                     count = counters[name].data_ptr() if reduction == "last_block" else None
 
                     pw, sw = weights[name]
-                    tiled = name == "b" and args.b_tiled
+                    tiled = (name == "b" and args.b_tiled) or (name == "a" and args.a_tiled is not None)
                     launch_fused = lib.nvfp4_launch_fused_tiled if tiled else lib.nvfp4_launch_fused
 
                     def run(lib=lib, out=out, count=count, splits=splits, pw=pw, sw=sw, launch_fused=launch_fused):

@@ -223,6 +223,8 @@ def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
 SPLIT_SWEEPS = {
     "fused-split-sweep-2026-12-01.json": ("rows", "times"),
     "fused-profile-and-variants-2026-12-01-night.json": ("sweep_default_library", "fused_by_splits"),
+    # the 16-row tile at 7 resident blocks (M = 9 and 16), row-major and tile-contiguous weights
+    "fused-loader-and-placed-signs-2026-12-02.json": ("run_2_split_sweep_large", "times"),
 }
 
 
@@ -319,6 +321,30 @@ def test_the_split_model_picks_within_5_percent_of_the_fastest_timed_split_count
                             f"fastest timed count ({min(times, key=times.get)})")
     assert judged >= 20, f"only {judged} sweep rows timed the count the model picks"
     assert not slow, "\n".join(slow)
+
+
+def test_the_split_models_cap_of_the_16_row_tile_is_what_the_committed_sweep_favours(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tiling.SPLIT_MODEL_MAX_BLOCKS counts at most 6 resident blocks of the 16-row tile although
+    its kernel has 7: over every row of the H200 sweep of that tile (five shapes, M = 9 and 16,
+    both layouts), the counts the model picks with the cap take less time in total than the ones
+    it picks without, and the cap changes no other tile's choice."""
+    from nvfp4_kernels import tiling
+
+    data = json.loads((REPO / "benchmarks" / "experiments" / "fused-loader-and-placed-signs-2026-12-02.json")
+                      .read_text())
+    rows = data["run_2_split_sweep_large"] + data["run_2_split_sweep_small"]
+    assert data["occupancy_reported"]["16"] == tiling.FUSED_OCCUPANCY_H200[tiling.fused_tile(16)] == 7
+    capped = [tiling.fused_split_count(r["n"], r["k"], r["m"]) for r in rows]
+    others = {(n, k, m): tiling.fused_split_count(n, k, m) for n, k in ((17408, 5120), (5120, 17408), (4096, 4096))
+              for m in (1, 8, 24, 64, 200)}
+    monkeypatch.setattr(tiling, "SPLIT_MODEL_MAX_BLOCKS", {})
+    uncapped = [tiling.fused_split_count(r["n"], r["k"], r["m"]) for r in rows]
+    assert capped != uncapped, "the cap must change some choice, or it is not needed"
+    with_cap = sum(r["times"][str(c)] for r, c in zip(rows, capped, strict=True))
+    without = sum(r["times"][str(u)] for r, u in zip(rows, uncapped, strict=True))
+    assert with_cap < without, (with_cap, without)
+    assert others == {key: tiling.fused_split_count(*key) for key in others}
 
 
 def test_the_tiled_fused_rows_run_the_row_major_rows_split_counts() -> None:

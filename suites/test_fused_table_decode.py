@@ -45,11 +45,29 @@ def test_test_words_put_every_code_at_every_position() -> None:
         assert {(w >> (4 * position)) & 0xF for w in td.TEST_WORDS} == set(range(16))
 
 
+@pytest.mark.parametrize("stored", ["contract", "placed"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_table_path_is_bit_exact(dtype: str) -> None:
-    checked, bad = td.mismatches(dtype)
+def test_table_path_is_bit_exact(dtype: str, stored: str) -> None:
+    """Both storages: the contract's codes (row-major weights) and the tile-contiguous layout's
+    words with their signs placed, each through the decode the kernel applies to it."""
+    checked, bad = td.mismatches(dtype, stored=stored)
     assert checked > 10_000, "the grid should put many scale blocks on the table path"
     assert bad == 0
+
+
+@pytest.mark.parametrize(("stored", "decoder"), [("placed", "contract"), ("contract", "placed")])
+def test_a_decode_of_the_other_storage_is_caught(stored: str, decoder: str) -> None:
+    # the signs then land on the wrong values: the check must see it
+    _, bad = td.mismatches("bfloat16", stored=stored, decoder=decoder)
+    assert bad > 0
+
+
+def test_placed_words_move_only_the_signs() -> None:
+    for w in td.TEST_WORDS:
+        placed = td.placed_word(w)
+        assert placed & 0x77777777 == w & 0x77777777
+        for i in range(8):
+            assert (placed >> (8 * i + 7 if i < 4 else 8 * (i - 4) + 3)) & 1 == (w >> (4 * i + 3)) & 1
 
 
 @pytest.mark.parametrize(("dtype", "g"), [("bfloat16", 1 / 2688), ("bfloat16", 0.0123), ("float16", 1 / 16)])

@@ -3,9 +3,12 @@ and the registry that hands a weight's tiled copy to the fused path.
 
 The transform must put row r's packed byte c (scale byte j) of every K step at the place the
 fused kernel's tiled loader reads it: [r // 64, c // 64, r % 64, c % 64] (scales: [.., j // 8, ..,
-j % 8]). Here that is checked element by element against loops written from that definition, for
-numpy and torch, with rows that do not fill the last tile; the GPU suite
-(test_layout_gpu.py) then shows the kernel's output bits equal on both layouts.
+j % 8]), and inside every 4-byte word of codes move code i's sign bit (bit 4 i + 3) to bit 8 i + 7
+(i < 4) or 8 (i - 4) + 3 (i >= 4), the magnitudes staying. Here that is checked element by element
+against loops written from that definition, code by code for the signs, for numpy and torch,
+with rows that do not fill the last tile; the GPU suite (test_layout_gpu.py) then shows the
+kernel's output bits equal on both layouts, and suites/test_fused_table_decode.py the kernel's
+decode of placed signs bit-exact for every code at every position.
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ def _tiled_by_loops(packed: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray,
             pt[r // 64, c // 64, r % 64, c % 64] = packed[r, c]
         for j in range(scales.shape[1]):
             st[r // 64, j // 8, r % 64, j % 8] = scales[r, j]
+    words = pt.reshape(-1, 4)
+    for w in range(words.shape[0]):
+        word = int.from_bytes(bytes(words[w]), "little")
+        placed = 0
+        for i in range(8):
+            code = (word >> (4 * i)) & 0xF
+            placed |= (code & 7) << (4 * i)
+            placed |= (code >> 3) << (8 * i + 7 if i < 4 else 8 * (i - 4) + 3)
+        words[w] = np.frombuffer(placed.to_bytes(4, "little"), np.uint8)
     return pt, st
 
 
@@ -58,6 +70,23 @@ def test_untile_weights_inverts_the_transform(n: int, k: int) -> None:
     packed, scales = _random(n, k, 3)
     back_p, back_s = layout.untile_weights(*layout.tile_weights(packed, scales), n)
     assert np.array_equal(back_p, packed) and np.array_equal(back_s, scales)
+
+
+def test_place_signs_moves_only_the_sign_bits_and_unplace_signs_inverts_it() -> None:
+    # every byte value at every position of a word, numpy and torch alike
+    values = np.arange(256, dtype=np.uint8)
+    words = np.stack([np.roll(values, 61 * j) for j in range(4)], axis=-1).reshape(-1)
+    placed = layout.place_signs(words)
+    assert np.array_equal(placed & 0x77, words & 0x77)  # the magnitudes stay where they are
+    assert np.array_equal(layout.unplace_signs(placed), words)
+    assert np.array_equal(layout.place_signs(torch.from_numpy(words)).numpy(), placed)
+    assert np.array_equal(layout.unplace_signs(torch.from_numpy(placed)).numpy(), words)
+    # code 0's sign (bit 3 of byte 0) goes to bit 7 of byte 0, code 4's (bit 3 of byte 2) to bit 3
+    one = np.zeros(4, np.uint8)
+    one[0] = 0x08
+    assert list(layout.place_signs(one)) == [0x80, 0, 0, 0]
+    one[:] = [0, 0, 0x08, 0]
+    assert list(layout.place_signs(one)) == [0x08, 0, 0, 0]
 
 
 def test_bad_weights_are_refused_with_the_fix() -> None:

@@ -2,10 +2,12 @@
 the contract's row-major weights, and the dispatcher hands it a registered weight's copy only
 while that copy matches the weight.
 
-The layout only changes where the kernel's copies read a step's bytes, so every output must be the
-same bits as on row-major weights: over row tails (N not a multiple of 64), M tails, both output
-types, a bias, forced split counts and both split-K sums. The row-major outputs are pinned by the
-fused path's own suites and GPU-keyed goldens, so equality here carries those checks over.
+The layout only changes where the kernel's copies read a step's bytes and where a word of codes
+keeps its sign bits (which the kernel's decode of tiled words reads there, and its multiply path
+puts back first), so every output must be the same bits as on row-major weights: over row tails
+(N not a multiple of 64), M tails, both output types, a bias, forced split counts and both
+split-K sums. The row-major outputs are pinned by the fused path's own suites and GPU-keyed
+goldens, so equality here carries those checks over.
 """
 
 from __future__ import annotations

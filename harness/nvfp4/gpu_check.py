@@ -36,7 +36,7 @@ from nvfp4_harness.nvfp4 import gpu_cases, tables
 from nvfp4_harness.nvfp4.provenance import REPO, gpu_provenance
 from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
 from nvfp4_harness.nvfp4.verify import compare_bitwise, tensor_sha256
-from nvfp4_kernels import nvfp4, reference
+from nvfp4_kernels import layout, nvfp4, reference
 from nvfp4_kernels.model import Policy
 
 DEFAULT_OUT = REPO / "fixtures" / "gpu"
@@ -246,6 +246,16 @@ def run_workload() -> None:
         bias = torch.randn(200, dtype=torch.float16, device="cuda")
         nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.float16, device="cuda"), b, s, g, 16, bias,
                                    policy=Policy(gemv_max_weights=0, fused_max_m=256))  # M = 1 too
+    # the same on tile-contiguous weights (nvfp4_kernels.layout): N = 130 leaves the last 128-row
+    # block a 64-row tile that the layout does not have, whose copies must read nothing
+    for n in (200, 130):
+        packed_t, scales_t, g_t = nvfp4.quantize(rng.standard_normal((n, 2048)).astype(np.float32), 16)
+        b_t, s_t = _to_gpu(packed_t), _to_gpu(scales_t)
+        layout.register(b_t, s_t)
+        for m in (1, 9, 17, 33, 64, 200):
+            nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.bfloat16, device="cuda"), b_t, s_t, g_t, 16,
+                                       policy=Policy(gemv_max_weights=0, fused_max_m=256))
+        layout.unregister(b_t)
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)
     view.copy_(b)

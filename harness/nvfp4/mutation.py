@@ -191,6 +191,18 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "hi03 = prmt(tb.hi03, tb.hi47, mag) ^ sign03;",
         "hi03 = prmt(tb.hi03, tb.hi47, mag);"),
     Mutation(
+        "fused-placed-sign-lost", "kernels/cuda/mma_decode.cuh",
+        "fused_mma's decode of tile-contiguous words drops the placed signs of codes 4..7 "
+        "(test_layout_gpu: the tiled bits no longer equal the row-major ones)",
+        "  const uint32_t hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ ((w << 4) & 0x80808080u);",
+        "  const uint32_t hi47 = prmt(tb.hi03, tb.hi47, mag47);"),
+    Mutation(
+        "fused-placed-multiply-unrestored", "kernels/cuda/fused_mma.cu",
+        "fused_mma's multiply decode reads tile-contiguous words without putting their signs back "
+        "(test_layout_gpu: blocks outside the table's range)",
+        "      const uint32_t w0 = PLACED ? unplace_signs(word_of(w[r][0], q)) : word_of(w[r][0], q);",
+        "      const uint32_t w0 = word_of(w[r][0], q);"),
+    Mutation(
         "fused-table-range-widened", "kernels/cuda/mma_decode.cuh",
         "fused_mma's bf16 table takes scales down to 2^-126, where 0.5 s is a bf16 subnormal",
         "  static constexpr uint32_t kLo = 0x01000000u;",

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from nvfp4_kernels import cuda_backend
+from nvfp4_kernels import cuda_backend, layout
 
-#: (kernel, M, N, K): the shapes the performance targets are stated on
+#: (kernel, M, N, K): the shapes the performance targets are stated on; fused_mma_tiled is the
+#: fused kernel on tile-contiguous weights (nvfp4_kernels.layout), the launches after the
+#: row-major ones in the profile
 RUNS = (("prefill_vec8", 0, 17408, 5120), ("prefill_scalar", 0, 4096, 4096),
         ("gemv", 1, 17408, 5120), ("gemv", 8, 17408, 5120), ("gemv", 1, 5120, 17408),
         ("fused_mma", 1, 17408, 5120), ("fused_mma", 16, 17408, 5120), ("fused_mma", 64, 17408, 5120),
-        ("fused_mma", 256, 17408, 5120))
+        ("fused_mma", 256, 17408, 5120), ("fused_mma_tiled", 1, 17408, 5120), ("fused_mma_tiled", 16, 17408, 5120))
 
 
 def main() -> None:
@@ -25,10 +27,14 @@ def main() -> None:
     for kernel, m, n, k in RUNS:
         packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
         scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
-        if kernel in ("gemv", "fused_mma"):
+        if kernel in ("gemv", "fused_mma", "fused_mma_tiled"):
             a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
-            launch = cuda_backend.gemv if kernel == "gemv" else cuda_backend.fused_mma
-            launch(a, packed, scales, g, None, torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            if kernel == "gemv":
+                cuda_backend.gemv(a, packed, scales, g, None, out)
+            else:
+                tiled = layout.tile_weights(packed, scales) if kernel == "fused_mma_tiled" else None
+                cuda_backend.fused_mma(a, packed, scales, g, None, out, tiled=tiled)
         else:
             out = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
             cuda_backend.dequantize(kernel, packed, scales, g, 16, out)

@@ -122,6 +122,28 @@ def decode_word_table(w: np.ndarray, table: tuple[np.ndarray, ...], sel: dict[st
             prmt(lo47, hi47, sel["kSelPair01"]), prmt(lo47, hi47, sel["kSelPair23"])]
 
 
+def decode_word_table_placed(w: np.ndarray, table: tuple[np.ndarray, ...], sel: dict[str, int]) -> list[np.ndarray]:
+    """``decode_word_table_placed``: the same registers from a word whose signs are placed
+    (``place_signs``: code i's sign at bit 8 i + 7 for i < 4, 8 (i - 4) + 3 for i >= 4)."""
+    lo03_t, lo47_t, hi03_t, hi47_t = table
+    w = np.asarray(w, dtype=np.uint64) & M32
+    mag = w & np.uint64(0x77777777)
+    mag47 = mag >> np.uint64(16)
+    signs = np.uint64(0x80808080)
+    lo03, hi03 = prmt(lo03_t, lo47_t, mag), prmt(hi03_t, hi47_t, mag) ^ (w & signs)
+    lo47 = prmt(lo03_t, lo47_t, mag47)
+    hi47 = prmt(hi03_t, hi47_t, mag47) ^ (((w << np.uint64(4)) & M32) & signs)
+    return [prmt(lo03, hi03, sel["kSelPair01"]), prmt(lo03, hi03, sel["kSelPair23"]),
+            prmt(lo47, hi47, sel["kSelPair01"]), prmt(lo47, hi47, sel["kSelPair23"])]
+
+
+def placed_word(w: int) -> int:
+    """Word ``w`` as the tile-contiguous layout stores it (:func:`nvfp4_kernels.layout.place_signs`)."""
+    from nvfp4_kernels.layout import place_signs
+
+    return int.from_bytes(bytes(place_signs(np.frombuffer(w.to_bytes(4, "little"), np.uint8))), "little")
+
+
 def reference_word(w: int, s: np.ndarray, dtype: str) -> list[np.ndarray]:
     """The contract's registers for word w: to_T(fp32(e2m1(code) * s)), paired as the MMA takes them."""
     s = np.asarray(s, dtype=np.float32)
@@ -165,10 +187,18 @@ TEST_WORDS: tuple[int, ...] = tuple(
 
 
 def mismatches(dtype: str, lo: int | None = None, hi: int | None = None,
-               constants: HeaderConstants | None = None) -> tuple[int, int]:
+               constants: HeaderConstants | None = None, *, stored: str = "contract",
+               decoder: str | None = None) -> tuple[int, int]:
     """(scale blocks that take the table path, registers that differ from the contract) over every
     scale byte x :func:`g_grid` x :data:`TEST_WORDS`. ``lo`` / ``hi`` override the header's range
-    (to show that a weaker condition is caught)."""
+    (to show that a weaker condition is caught). ``stored`` is how the words reach the decoder:
+    ``"contract"`` (row-major weights) or ``"placed"`` (the tile-contiguous layout's
+    :func:`placed_word`); ``decoder`` is the decode applied (by default the one the kernel uses for
+    that storage: ``decode_word_table``, resp. ``decode_word_table_placed``)."""
+    if stored not in ("contract", "placed"):
+        raise ValueError(f"stored must be 'contract' or 'placed', got {stored!r}")
+    decoder = decoder or stored
+    decode = {"contract": decode_word_table, "placed": decode_word_table_placed}[decoder]
     constants = constants or header_constants()
     bounds = constants.ranges[dtype]
     lo = bounds.lo if lo is None else lo
@@ -179,7 +209,8 @@ def mismatches(dtype: str, lo: int | None = None, hi: int | None = None,
         table = build_table(pair_bits(s, dtype), bounds.unit, constants.selectors)
         bad = 0
         for w in TEST_WORDS:
-            got = decode_word_table(np.full(s.shape, w, dtype=np.uint64), table, constants.selectors)
+            word = placed_word(w) if stored == "placed" else w
+            got = decode(np.full(s.shape, word, dtype=np.uint64), table, constants.selectors)
             want = reference_word(w, s, dtype)
             bad += sum(int(np.count_nonzero(g != x)) for g, x in zip(got, want, strict=True))
     return int(s.size), bad

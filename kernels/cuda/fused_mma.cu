@@ -41,6 +41,8 @@ using nvfp4::build_table;
 using nvfp4::count_split_acq_rel;
 using nvfp4::decode_word;
 using nvfp4::decode_word_table;
+using nvfp4::decode_word_table_placed;
+using nvfp4::unplace_signs;
 using nvfp4::device_sms;
 using nvfp4::DecodeTable;
 using nvfp4::e4m3x2_to_f32;
@@ -87,15 +89,14 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16 bytes global -> shared, bypassing L1 (the weights are read once); zero-filled when !valid.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
+// 16 bytes global -> shared (a shared-window address), bypassing L1 (the weights are read once);
+// zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
-__device__ __forceinline__ void cp_async8(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 8 : 0));
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -112,9 +113,14 @@ __device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) &
 
 __device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
-// One thread's share of a stage's copies, fixed for the whole K walk: source addresses at step 0
-// (a step adds 64, 8 and 256 bytes) and destinations inside a stage. Rows past N or M copy
-// nothing (cp.async zero-fills), so tail tiles need no other masking.
+// One thread's share of a stage's copies for the whole K walk. Every copy of a thread lies a
+// fixed distance from its first one inside a stage (i = threadIdx.x + j * threads: rows 32 j
+// apart at 64 or 8 bytes, activation rows 8 j apart at 256 bytes, with the same swizzle), so a
+// thread keeps one destination offset per operand and its copies' offsets are immediates; the
+// sources are the next step's addresses and every load advances them by one step (64, 8 and 256
+// bytes row-major). Rows past N or M copy nothing (cp.async zero-fills), and their sources are
+// those of row 0, which stay inside the operand as they advance, so tail tiles need no other
+// masking and no copy's address depends on the step.
 // TILED: the weights and scales come in the tile-contiguous layout (nvfp4_launch_fused_tiled):
 // a 64-row tile's 64 packed bytes and 8 scale bytes per row of one K step are 4 KB and 512 B in
 // one piece, a tile's steps one after another, so a step advances 4096 and 512 bytes.
@@ -126,10 +132,15 @@ struct Loader {
   static constexpr int kWIters = (kWChunks + TL::kThreads - 1) / TL::kThreads;
   static constexpr int kSIters = (TL::kRows + TL::kThreads - 1) / TL::kThreads;
   static constexpr int kAIters = (kAChunks + TL::kThreads - 1) / TL::kThreads;
+  // the distance between a thread's consecutive copies inside a stage
+  static constexpr int kWDstStride = TL::kThreads / 4 * 64;
+  static constexpr int kSDstStride = TL::kThreads * 8;
+  static constexpr int kADstStride = TL::kThreads / 16 * 256;
+  static_assert(TL::kThreads % 32 == 0, "the activation swizzle of copy j must equal copy 0's");
   const uint8_t* w_src[kWIters];
   const uint8_t* s_src[kSIters];
   const uint8_t* a_src[kAIters];
-  int w_dst[kWIters], s_dst[kSIters], a_dst[kAIters];
+  uint32_t w_dst, s_dst, a_dst;  // copy 0's offsets inside a stage
   bool w_ok[kWIters], s_ok[kSIters], a_ok[kAIters];
 
   // byte offset of row `row`'s step-0 packed bytes (per_row: 64, scales 8)
@@ -143,51 +154,59 @@ struct Loader {
   static constexpr int64_t kWStep = TILED ? 64 * 64 : 64;  // bytes a step advances the sources
   static constexpr int64_t kSStep = TILED ? 64 * 8 : 8;
 
+  // Copy j of an operand exists for this thread (the last round of a count that the threads do
+  // not divide is partial).
+  static __device__ __forceinline__ bool exists(int j, int items) {
+    return items % TL::kThreads == 0 || static_cast<int>(threadIdx.x) + j * TL::kThreads < items;
+  }
+
   __device__ __forceinline__ Loader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m, int n,
-                                    int k, int n0, int m0) {
+                                    int k, int n0, int m0, int step0) {
+    const int tid = static_cast<int>(threadIdx.x);
+    w_dst = (tid >> 2) * 64 + (tid & 3) * 16;
+    s_dst = TL::kWBytes + tid * 8;
+    {
+      const int r = tid >> 4, c = tid & 15;
+      a_dst = TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16;
+    }
 #pragma unroll
     for (int j = 0; j < kWIters; ++j) {
-      const int i = threadIdx.x + j * TL::kThreads;
+      const int i = tid + j * TL::kThreads;
       const int r = i >> 2, c = i & 3;
       w_ok[j] = i < kWChunks && n0 + r < n;
-      w_src[j] = w_ok[j] ? packed + row_offset(n0 + r, k, 64) + c * 16 : packed;
-      w_dst[j] = i < kWChunks ? r * 64 + c * 16 : -1;
+      w_src[j] = packed + (w_ok[j] ? row_offset(n0 + r, k, 64) : 0) + c * 16 + step0 * kWStep;
     }
 #pragma unroll
     for (int j = 0; j < kSIters; ++j) {
-      const int r = threadIdx.x + j * TL::kThreads;
+      const int r = tid + j * TL::kThreads;
       s_ok[j] = r < TL::kRows && n0 + r < n;
-      s_src[j] = s_ok[j] ? scales + row_offset(n0 + r, k, 8) : scales;
-      s_dst[j] = r < TL::kRows ? TL::kWBytes + r * 8 : -1;
+      s_src[j] = scales + (s_ok[j] ? row_offset(n0 + r, k, 8) : 0) + step0 * kSStep;
     }
 #pragma unroll
     for (int j = 0; j < kAIters; ++j) {
-      const int i = threadIdx.x + j * TL::kThreads;
+      const int i = tid + j * TL::kThreads;
       const int r = i >> 4, c = i & 15;
       a_ok[j] = i < kAChunks && m0 + r < m;
-      a_src[j] = a_ok[j] ? a + (static_cast<int64_t>(m0 + r) * k + c * 8) * 2 : a;  // 2-byte values
-      a_dst[j] = i < kAChunks ? TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16 : -1;
+      a_src[j] = a + ((a_ok[j] ? static_cast<int64_t>(m0 + r) * k : 0) + c * 8 + step0 * 128) * 2;  // 2-byte values
     }
   }
 
-  __device__ __forceinline__ void load(uint8_t* stage, int step) const {
+  // Copy the next step into the stage at shared address `stage`, then advance to the step after.
+  __device__ __forceinline__ void load(uint32_t stage) {
 #pragma unroll
     for (int j = 0; j < kWIters; ++j) {
-      if (kWChunks % TL::kThreads == 0 || w_dst[j] >= 0) {
-        cp_async16(stage + w_dst[j], w_src[j] + (w_ok[j] ? step * kWStep : 0), w_ok[j]);
-      }
+      if (exists(j, kWChunks)) cp_async16(stage + w_dst + j * kWDstStride, w_src[j], w_ok[j]);
+      w_src[j] += kWStep;
     }
 #pragma unroll
     for (int j = 0; j < kSIters; ++j) {
-      if (TL::kRows % TL::kThreads == 0 || s_dst[j] >= 0) {
-        cp_async8(stage + s_dst[j], s_src[j] + (s_ok[j] ? step * kSStep : 0), s_ok[j]);
-      }
+      if (exists(j, TL::kRows)) cp_async8(stage + s_dst + j * kSDstStride, s_src[j], s_ok[j]);
+      s_src[j] += kSStep;
     }
 #pragma unroll
     for (int j = 0; j < kAIters; ++j) {
-      if (kAChunks % TL::kThreads == 0 || a_dst[j] >= 0) {
-        cp_async16(stage + a_dst[j], a_src[j] + (a_ok[j] ? step * 256 : 0), a_ok[j]);
-      }
+      if (exists(j, kAChunks)) cp_async16(stage + a_dst + j * kADstStride, a_src[j], a_ok[j]);
+      a_src[j] += 256;
     }
   }
 };
@@ -218,8 +237,8 @@ __device__ __forceinline__ void mma_word(const uint32_t (&f)[RT][2][4], const ui
 
 // The step's decode by table (mma_decode.cuh, build_table): one table per scale block, built when
 // its first word is decoded (block 0 serves words 0 and 1, block 1 words 2 and 3), so at most
-// 2 * RT tables are live.
-template <typename T, int MT, int RT>
+// 2 * RT tables are live. PLACED: the words carry their signs placed (the tile-contiguous layout).
+template <typename T, int MT, int RT, bool PLACED>
 __device__ __forceinline__ void stage_by_table(const uint4 (&w)[RT][2], const float (&sc)[RT][4],
                                                const uint8_t* a_s, int g, int t, float (&acc)[RT][MT][4]) {
 #pragma unroll
@@ -237,8 +256,13 @@ __device__ __forceinline__ void stage_by_table(const uint4 (&w)[RT][2], const fl
       uint32_t f[RT][2][4];
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        decode_word_table(word_of(w[r][0], q), tb[r][0], f[r][0]);
-        decode_word_table(word_of(w[r][1], q), tb[r][1], f[r][1]);
+        if constexpr (PLACED) {
+          decode_word_table_placed(word_of(w[r][0], q), tb[r][0], f[r][0]);
+          decode_word_table_placed(word_of(w[r][1], q), tb[r][1], f[r][1]);
+        } else {
+          decode_word_table(word_of(w[r][0], q), tb[r][0], f[r][0]);
+          decode_word_table(word_of(w[r][1], q), tb[r][1], f[r][1]);
+        }
       }
       mma_word<T, MT, RT>(f, b, acc);
     }
@@ -246,7 +270,8 @@ __device__ __forceinline__ void stage_by_table(const uint4 (&w)[RT][2], const fl
 }
 
 // The step's decode by multiplication (decode_word): for blocks outside the table's range.
-template <typename T, int MT, int RT>
+// PLACED words are put back into the contract's code order first (this path is rare).
+template <typename T, int MT, int RT, bool PLACED>
 __device__ __forceinline__ void stage_by_multiply(const uint4 (&w)[RT][2], const float (&sc)[RT][4],
                                                   const uint8_t* a_s, int g, int t, float (&acc)[RT][MT][4]) {
   float big[RT][4];
@@ -271,19 +296,21 @@ __device__ __forceinline__ void stage_by_multiply(const uint4 (&w)[RT][2], const
     uint32_t f[RT][2][4];
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
+      const uint32_t w0 = PLACED ? unplace_signs(word_of(w[r][0], q)) : word_of(w[r][0], q);
+      const uint32_t w1 = PLACED ? unplace_signs(word_of(w[r][1], q)) : word_of(w[r][1], q);
       if (!slow) {
-        decode_word<T, true>(word_of(w[r][0], q), big[r][q >> 1], f[r][0]);
-        decode_word<T, true>(word_of(w[r][1], q), big[r][2 + (q >> 1)], f[r][1]);
+        decode_word<T, true>(w0, big[r][q >> 1], f[r][0]);
+        decode_word<T, true>(w1, big[r][2 + (q >> 1)], f[r][1]);
       } else {
-        decode_word<T, false>(word_of(w[r][0], q), sc[r][q >> 1], f[r][0]);
-        decode_word<T, false>(word_of(w[r][1], q), sc[r][2 + (q >> 1)], f[r][1]);
+        decode_word<T, false>(w0, sc[r][q >> 1], f[r][0]);
+        decode_word<T, false>(w1, sc[r][2 + (q >> 1)], f[r][1]);
       }
     }
     mma_word<T, MT, RT>(f, b, acc);
   }
 }
 
-template <typename T, int MT, int RT, int WARPS>
+template <typename T, int MT, int RT, int WARPS, bool PLACED>
 __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, int warp, int g, int t,
                                               float (&acc)[RT][MT][4]) {
   using TL = Tile<MT, RT, WARPS>;
@@ -311,9 +338,9 @@ __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, in
   }
   // one branch for the whole warp (mma.sync.aligned): the table when every lane's blocks allow it
   if (__all_sync(0xFFFFFFFFu, table)) {
-    stage_by_table<T, MT, RT>(w, sc, a_s, g, t, acc);
+    stage_by_table<T, MT, RT, PLACED>(w, sc, a_s, g, t, acc);
   } else {
-    stage_by_multiply<T, MT, RT>(w, sc, a_s, g, t, acc);
+    stage_by_multiply<T, MT, RT, PLACED>(w, sc, a_s, g, t, acc);
   }
 }
 
@@ -420,19 +447,28 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][i][c] = 0.f;
 
-  const Loader<MT, RT, WARPS, TILED> loader(packed, scales, a, m, n, k, n0, m0);
+  Loader<MT, RT, WARPS, TILED> loader(packed, scales, a, m, n, k, n0, m0, step_begin);
+  // the ring of kStages stages: the slot the next load fills (shared-window address) and the slot
+  // the next step computes on, each moved on by one stage after use, back to the first at the end
+  constexpr int kRing = kStages;
+  const uint32_t ring = smem_addr(smem);
+  const uint32_t ring_last = ring + (kRing - 1) * TL::kStageBytes;
+  uint32_t load_slot = ring;
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) loader.load(smem + s * TL::kStageBytes, step_begin + s);
+  for (int s = 0; s < kRing - 1; ++s) {
+    if (s < steps) loader.load(load_slot);
     cp_async_commit();  // empty groups keep the wait count uniform
+    load_slot += TL::kStageBytes;
   }
+  const uint8_t* compute_slot = smem;
   for (int s = 0; s < steps; ++s) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<kRing - 2>();
     __syncthreads();  // step s is in shared memory for every thread; step s-1's buffer is free
-    const int next = s + kStages - 1;
-    if (next < steps) loader.load(smem + (next % kStages) * TL::kStageBytes, step_begin + next);
+    if (s + kRing - 1 < steps) loader.load(load_slot);
     cp_async_commit();
-    compute_stage<T, MT, RT, WARPS>(smem + (s % kStages) * TL::kStageBytes, gs, warp, g, t, acc);
+    load_slot = load_slot == ring_last ? ring : load_slot + TL::kStageBytes;
+    compute_stage<T, MT, RT, WARPS, TILED>(compute_slot, gs, warp, g, t, acc);
+    compute_slot = compute_slot == smem + (kRing - 1) * TL::kStageBytes ? smem : compute_slot + TL::kStageBytes;
   }
 
   // C fragment: c0, c1 = weight row g, activation rows 2t, 2t+1; c2, c3 = weight row g + 8.

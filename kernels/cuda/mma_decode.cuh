@@ -171,6 +171,51 @@ __device__ __forceinline__ void decode_word_table(uint32_t w, const DecodeTable&
   r[3] = prmt(lo47, hi47, kSelPair23);
 }
 
+// ---- Codes with their signs placed (the tile-contiguous layout, nvfp4_kernels.layout) ---------
+//
+// decode_word_table spends two PRMTs and a shift per word moving the eight sign bits (bit 4 i + 3
+// of code i) to bit 7 of the byte that the high-byte lookup gives each code. The tile-contiguous
+// copy of a weight is made once, so it stores each word's signs there already: code i < 4 keeps
+// its magnitude in bits 4 i .. 4 i + 2 and has its sign at bit 8 i + 7, code i >= 4 at bit
+// 8 (i - 4) + 3 (every sign bit stays inside the word; the bit-3 positions of the nibbles are
+// exactly the sign positions, so the magnitudes' mask is the same). place_signs / unplace_signs
+// are the transform and its inverse on one word; nvfp4_kernels.layout.place_signs is the same
+// transform on bytes, and suites/test_fused_table_decode.py checks the decode below with both.
+__host__ __device__ __forceinline__ uint32_t place_signs(uint32_t w) {
+  uint32_t out = w & 0x77777777u;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t sign = (w >> (4 * i + 3)) & 1u;
+    out |= sign << (i < 4 ? 8 * i + 7 : 8 * (i - 4) + 3);
+  }
+  return out;
+}
+
+__host__ __device__ __forceinline__ uint32_t unplace_signs(uint32_t w) {
+  uint32_t out = w & 0x77777777u;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t sign = (w >> (i < 4 ? 8 * i + 7 : 8 * (i - 4) + 3)) & 1u;
+    out |= sign << (4 * i + 3);
+  }
+  return out;
+}
+
+// decode_word_table of a word whose signs are placed (place_signs): the same four registers, with
+// the signs XORed straight from the word (codes 0..3) and from the word shifted by one nibble
+// (codes 4..7) into the high bytes.
+__device__ __forceinline__ void decode_word_table_placed(uint32_t w, const DecodeTable& tb, uint32_t r[4]) {
+  const uint32_t mag = w & 0x77777777u;
+  const uint32_t mag47 = mag >> 16;
+  const uint32_t lo03 = prmt(tb.lo03, tb.lo47, mag), hi03 = prmt(tb.hi03, tb.hi47, mag) ^ (w & 0x80808080u);
+  const uint32_t lo47 = prmt(tb.lo03, tb.lo47, mag47);
+  const uint32_t hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ ((w << 4) & 0x80808080u);
+  r[0] = prmt(lo03, hi03, kSelPair01);
+  r[1] = prmt(lo03, hi03, kSelPair23);
+  r[2] = prmt(lo47, hi47, kSelPair01);
+  r[3] = prmt(lo47, hi47, kSelPair23);
+}
+
 // The split-K count of a last-block sum (fused_mma.cu explains the ordering): an acq_rel atomic
 // add at GPU scope, by one thread per block after the block's barrier; returns the old count.
 __device__ __forceinline__ int count_split_acq_rel(int* counter) {
