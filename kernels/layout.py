@@ -96,6 +96,12 @@ def _stack_bytes(x: Any, parts: list[Any]) -> Any:
     return np.stack(parts, axis=-1)
 
 
+def _check_words(x: Any) -> None:
+    if x.ndim < 1 or x.shape[-1] % 4 or str(x.dtype).rsplit(".", 1)[-1] != "uint8":
+        raise ValueError(f"sign placement works on uint8 codes whose last dimension is a multiple of 4 "
+                         f"(whole 32-bit words), got {x.dtype} of shape {tuple(x.shape)}")
+
+
 def place_signs(packed: Any) -> Any:
     """Move the sign bits of every aligned 4-byte word of packed codes (uint8, last dimension a
     multiple of 4) to where the fused kernel's decode of the tiled layout reads them.
@@ -104,6 +110,7 @@ def place_signs(packed: Any) -> Any:
     code i's sign is bit 3 of its nibble. Afterwards byte j holds the magnitudes of codes 2 j and
     2 j + 1 as before, the sign of code j at bit 7 and the sign of code j + 4 at bit 3; this is
     ``place_signs`` of kernels/cuda/mma_decode.cuh on one word."""
+    _check_words(packed)
     words = packed.reshape(*packed.shape[:-1], packed.shape[-1] // 4, 4)
     parts = []
     for j in range(4):
@@ -115,6 +122,7 @@ def place_signs(packed: Any) -> Any:
 
 def unplace_signs(placed: Any) -> Any:
     """The inverse of :func:`place_signs`: the contract's code bytes back."""
+    _check_words(placed)
     words = placed.reshape(*placed.shape[:-1], placed.shape[-1] // 4, 4)
     parts = []
     for b in range(4):

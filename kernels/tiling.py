@@ -22,9 +22,9 @@ FUSED_OCCUPANCY_H200: dict[tuple[int, int], int] = {(64, 8): 8, (64, 16): 7, (12
 #: (weight rows, activation rows) -> the most resident blocks per multiprocessor the split model
 #: counts. The 16-row tile's kernel has 7 since its copies use fixed offsets (72 registers, was 80
 #: and 6), but on the H200 the counts the model picks for 7 were up to 12% slower than the ones
-#: it picks for 6 (5120 x 17408, 4096 x 4096, M = 9 and 16; the two were within 2% elsewhere:
-#: benchmarks/experiments/fused-loader-and-placed-signs-2026-12-02.json); the 7th block fills the
-#: slots faster than the model's fill and tail terms assume.
+#: it picks for 6 (5120 x 17408, 4096 x 4096, M = 9 and 16; within 3% either way on 17408 x 5120:
+#: benchmarks/experiments/fused-loader-and-placed-signs-2026-12-02.json): its fill term asks for
+#: enough splits to fill 7 slots per SM, more blocks than this kernel needs to keep memory busy.
 SPLIT_MODEL_MAX_BLOCKS: dict[tuple[int, int], int] = {(64, 16): 6}
 #: the most K splits the host asks for
 MAX_SPLITS = 16

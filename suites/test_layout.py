@@ -87,6 +87,10 @@ def test_place_signs_moves_only_the_sign_bits_and_unplace_signs_inverts_it() -> 
     assert list(layout.place_signs(one)) == [0x80, 0, 0, 0]
     one[:] = [0, 0, 0x08, 0]
     assert list(layout.place_signs(one)) == [0x08, 0, 0, 0]
+    with pytest.raises(ValueError, match="multiple of 4"):
+        layout.place_signs(words[:6])
+    with pytest.raises(ValueError, match="uint8"):
+        layout.unplace_signs(words.astype(np.int16))
 
 
 def test_bad_weights_are_refused_with_the_fix() -> None:

@@ -21,9 +21,11 @@
 // Weight layout. The same kernel reads the contract's row-major packed weights and scales
 // (nvfp4_launch_fused), where a step of a 64-row tile is 64 pieces of 64 bytes K/2 bytes apart, or
 // the tile-contiguous copy nvfp4_kernels.layout makes once per weight (nvfp4_launch_fused_tiled),
-// where it is one 4 KB piece and one 512-byte piece. Only the copies' source addresses and per-step
-// strides differ (Loader's TILED), so the bits are the same; the row-major access pattern alone
-// held the weight stream to about 1.8 TB/s on the H200 (benchmarks/NOTES.md).
+// where it is one 4 KB piece and one 512-byte piece, with each word's sign bits placed where the
+// table decode applies them (mma_decode.cuh, place_signs). The copies' source addresses and
+// per-step strides (Loader's TILED) and the word decode (PLACED) differ; the values reaching each
+// thread are the same, so the bits are too. The row-major access pattern alone held the weight
+// stream to about 1.8 TB/s on the H200 (benchmarks/NOTES.md).
 //
 // Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
 // same K order whatever MT and RT are. When the grid also splits K (too few tiles to fill the
@@ -691,9 +693,10 @@ int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, co
 }
 
 // As nvfp4_launch_fused, with the weights in the tile-contiguous layout (the same bits): packed is
-// [ceil(n / 64)][k / 128][64][64] bytes, element [t][s][r][c] = packed byte (64 t + r, 64 s + c), and
-// scales [ceil(n / 64)][k / 128][64][8], element [t][s][r][j] = scale byte (64 t + r, 8 s + j); rows
-// past n are padding (any bytes: they are never read). nvfp4_kernels.layout makes them.
+// [ceil(n / 64)][k / 128][64][64] bytes, element [t][s][r][c] = packed byte (64 t + r, 64 s + c) with
+// every aligned 4-byte word's sign bits placed (place_signs, mma_decode.cuh), and scales
+// [ceil(n / 64)][k / 128][64][8], element [t][s][r][j] = scale byte (64 t + r, 8 s + j); rows past n
+// are padding (any bytes: they are never read). nvfp4_kernels.layout makes them.
 int nvfp4_launch_fused_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                              void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
                              int32_t out_bf16, int32_t splits, cudaStream_t stream) {
