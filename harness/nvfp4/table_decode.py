@@ -106,6 +106,13 @@ def build_table(p: np.ndarray, unit: int, sel: dict[str, int]) -> tuple[np.ndarr
             prmt(q0, p, sel["kSelHi03"]), prmt(q1, q2, sel["kSelHi47"]))
 
 
+def interleave_bytes(lo03: np.ndarray, hi03: np.ndarray, lo47: np.ndarray, hi47: np.ndarray,
+                     sel: dict[str, int]) -> list[np.ndarray]:
+    """``interleave_bytes``: the looked-up low and high bytes -> registers (v0,v1) .. (v6,v7)."""
+    return [prmt(lo03, hi03, sel["kSelPair01"]), prmt(lo03, hi03, sel["kSelPair23"]),
+            prmt(lo47, hi47, sel["kSelPair01"]), prmt(lo47, hi47, sel["kSelPair23"])]
+
+
 def decode_word_table(w: np.ndarray, table: tuple[np.ndarray, ...], sel: dict[str, int]) -> list[np.ndarray]:
     """``decode_word_table``: the word's eight codes -> registers (v0,v1), (v2,v3), (v4,v5), (v6,v7)."""
     lo03_t, lo47_t, hi03_t, hi47_t = table
@@ -118,8 +125,7 @@ def decode_word_table(w: np.ndarray, table: tuple[np.ndarray, ...], sel: dict[st
     sign47 = prmt(w4, w, sel["kSelPair23"]) & signs
     lo03, hi03 = prmt(lo03_t, lo47_t, mag), prmt(hi03_t, hi47_t, mag) ^ sign03
     lo47, hi47 = prmt(lo03_t, lo47_t, mag47), prmt(hi03_t, hi47_t, mag47) ^ sign47
-    return [prmt(lo03, hi03, sel["kSelPair01"]), prmt(lo03, hi03, sel["kSelPair23"]),
-            prmt(lo47, hi47, sel["kSelPair01"]), prmt(lo47, hi47, sel["kSelPair23"])]
+    return interleave_bytes(lo03, hi03, lo47, hi47, sel)
 
 
 def decode_word_table_placed(w: np.ndarray, table: tuple[np.ndarray, ...], sel: dict[str, int]) -> list[np.ndarray]:
@@ -133,8 +139,7 @@ def decode_word_table_placed(w: np.ndarray, table: tuple[np.ndarray, ...], sel: 
     lo03, hi03 = prmt(lo03_t, lo47_t, mag), prmt(hi03_t, hi47_t, mag) ^ (w & signs)
     lo47 = prmt(lo03_t, lo47_t, mag47)
     hi47 = prmt(hi03_t, hi47_t, mag47) ^ (((w << np.uint64(4)) & M32) & signs)
-    return [prmt(lo03, hi03, sel["kSelPair01"]), prmt(lo03, hi03, sel["kSelPair23"]),
-            prmt(lo47, hi47, sel["kSelPair01"]), prmt(lo47, hi47, sel["kSelPair23"])]
+    return interleave_bytes(lo03, hi03, lo47, hi47, sel)
 
 
 def placed_word(w: int) -> int:

@@ -153,6 +153,16 @@ __device__ __forceinline__ DecodeTable build_table(float s) {
   return tb;
 }
 
+// The looked-up low and high bytes of codes 0..3 and 4..7 -> the four T-value pairs (v0, v1) ..
+// (v6, v7) of the A fragment (both table decodes end here).
+__device__ __forceinline__ void interleave_bytes(uint32_t lo03, uint32_t hi03, uint32_t lo47, uint32_t hi47,
+                                                 uint32_t r[4]) {
+  r[0] = prmt(lo03, hi03, kSelPair01);
+  r[1] = prmt(lo03, hi03, kSelPair23);
+  r[2] = prmt(lo47, hi47, kSelPair01);
+  r[3] = prmt(lo47, hi47, kSelPair23);
+}
+
 // decode_word's result through the table: the eight codes of w (value i = nibble i) -> the four
 // A-fragment registers (v0, v1), (v2, v3), (v4, v5), (v6, v7). The magnitudes index the tables
 // (a PRMT reads four selector nibbles, so one lookup serves codes 0..3, another 4..7); the sign
@@ -165,10 +175,7 @@ __device__ __forceinline__ void decode_word_table(uint32_t w, const DecodeTable&
   const uint32_t sign47 = prmt(w4, w, kSelPair23) & 0x80808080u;
   const uint32_t lo03 = prmt(tb.lo03, tb.lo47, mag), hi03 = prmt(tb.hi03, tb.hi47, mag) ^ sign03;
   const uint32_t lo47 = prmt(tb.lo03, tb.lo47, mag47), hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ sign47;
-  r[0] = prmt(lo03, hi03, kSelPair01);
-  r[1] = prmt(lo03, hi03, kSelPair23);
-  r[2] = prmt(lo47, hi47, kSelPair01);
-  r[3] = prmt(lo47, hi47, kSelPair23);
+  interleave_bytes(lo03, hi03, lo47, hi47, r);
 }
 
 // ---- Codes with their signs placed (the tile-contiguous layout, nvfp4_kernels.layout) ---------
@@ -210,10 +217,7 @@ __device__ __forceinline__ void decode_word_table_placed(uint32_t w, const Decod
   const uint32_t lo03 = prmt(tb.lo03, tb.lo47, mag), hi03 = prmt(tb.hi03, tb.hi47, mag) ^ (w & 0x80808080u);
   const uint32_t lo47 = prmt(tb.lo03, tb.lo47, mag47);
   const uint32_t hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ ((w << 4) & 0x80808080u);
-  r[0] = prmt(lo03, hi03, kSelPair01);
-  r[1] = prmt(lo03, hi03, kSelPair23);
-  r[2] = prmt(lo47, hi47, kSelPair01);
-  r[3] = prmt(lo47, hi47, kSelPair23);
+  interleave_bytes(lo03, hi03, lo47, hi47, r);
 }
 
 // The split-K count of a last-block sum (fused_mma.cu explains the ordering): an acq_rel atomic
