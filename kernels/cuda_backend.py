@@ -52,6 +52,7 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_fused_tiles": (ctypes.c_int64, [_I32, _I64]),
     "nvfp4_fused_tile": (ctypes.c_int, [_I32]),
     "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
+    "nvfp4_fused_launch_occupancy": (ctypes.c_int, [_I32, _I32, _I32]),
     "nvfp4_fused_block_warps": (ctypes.c_int, [_I32, _I64, _I32, _I32]),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),

@@ -187,3 +187,22 @@ def test_an_ill_formed_scale_byte_range_is_refused() -> None:
             a.data_ptr(), tiled[0].data_ptr(), tiled[1].data_ptr(), g.data_ptr(), None, out.data_ptr(), None, None,
             1, 64, 256, 1, 1, torch.cuda.current_stream().cuda_stream, bad)
         assert err == 1, (hex(bad), err)
+
+
+@pytest.mark.parametrize("m", [1, 8, 9, 16, 17, 32, 64, 256])
+def test_every_launch_runs_at_the_occupancy_its_split_count_assumes(m: int) -> None:
+    """The host picks a split count for nvfp4_fused_occupancy(m) resident blocks per SM (the
+    row-major kernel's). The tile-contiguous kernel needs fewer registers at M = 1 with the
+    last-block sum (56, not 64), which alone would fit 9 blocks where 8 were assumed (3% slower
+    with the L2 flushed); its launch holds it to the assumed occupancy by shared memory."""
+    lib = cuda_backend.load_library()
+    assumed = lib.nvfp4_fused_occupancy(m)
+    assert assumed >= 1
+    for tiled in (0, 1):
+        for last_block in (0, 1):
+            got = lib.nvfp4_fused_launch_occupancy(m, tiled, last_block)
+            if last_block and m > cuda_backend.LAST_BLOCK_MAX_M:
+                assert 1 <= got <= assumed, (m, tiled)  # a sum no launch of this M takes: never more
+            else:
+                assert got == assumed, (m, tiled, last_block)
+    assert lib.nvfp4_fused_launch_occupancy(0, 1, 0) < 0 and lib.nvfp4_fused_launch_occupancy(257, 0, 0) < 0

@@ -97,10 +97,6 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
-}
-
 __device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
 }
@@ -215,9 +211,10 @@ struct Loader {
 // tile's steps one after another. Inside a tile every row exists in memory (rows past N are
 // zero padding), so the copies of one tile come from one source at immediate offsets and need
 // no mask; only a tile past the last (a 128-row block over N = 130, say) copies nothing, from
-// tile 0's addresses. The scale bytes move as one 4-byte copy per thread and tile piece, so
-// every thread copies the same way. The stage's bytes are where Loader puts them (row r's packed
-// bytes at 64 r, its scale bytes at kWBytes + 8 r), so compute_stage reads both alike.
+// tile 0's addresses. The scale bytes move in 16-byte copies by the first warps (32 threads per
+// 512-byte piece: a whole warp copies or none does). The stage's bytes are where Loader puts them
+// (row r's packed bytes at 64 r, its scale bytes at kWBytes + 8 r), so compute_stage reads both
+// alike.
 template <int MT, int RT, int WARPS>
 struct TiledLoader {
   using TL = Tile<MT, RT, WARPS>;
@@ -225,20 +222,20 @@ struct TiledLoader {
   static constexpr int kWPerTile = 64 * 4 / TL::kThreads > 0 ? 64 * 4 / TL::kThreads : 1;  // 16-byte copies
   static constexpr int kTilesPerW = TL::kThreads / (64 * 4) > 0 ? TL::kThreads / (64 * 4) : 1;
   static constexpr int kWSources = kTiles / kTilesPerW;            // tiles one thread copies from
-  static constexpr int kSCopies = TL::kRows * 8 / 4 / TL::kThreads;  // 4-byte scale copies per thread
+  static constexpr int kSThreads = TL::kRows * 8 / 16;              // threads with a 16-byte scale copy
   static constexpr int kAChunks = TL::kActRows * 16;
   static constexpr int kAIters = (kAChunks + TL::kThreads - 1) / TL::kThreads;
   static constexpr int kADstStride = TL::kThreads / 16 * 256;
   static constexpr int64_t kWStep = 64 * 64;  // bytes a step advances the sources
   static constexpr int64_t kSStep = 64 * 8;
   static_assert(TL::kRows % 64 == 0 && kTiles % kTilesPerW == 0, "whole 64-row tiles per block");
-  static_assert(TL::kRows * 8 % (4 * TL::kThreads) == 0, "every thread copies whole 4-byte scale words");
+  static_assert(kSThreads % 32 == 0 && kSThreads <= TL::kThreads, "whole warps copy the scales, once each");
   static_assert(TL::kThreads % 32 == 0, "the activation swizzle of copy j must equal copy 0's");
   const uint8_t* w_src[kWSources];
-  const uint8_t* s_src[kSCopies];
+  const uint8_t* s_src;
   const uint8_t* a_src[kAIters];
   uint32_t a_dst;
-  bool w_ok[kWSources], s_ok[kSCopies], a_ok[kAIters];
+  bool w_ok[kWSources], s_ok, a_ok[kAIters];
 
   __device__ __forceinline__ TiledLoader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m,
                                          int n, int k, int n0, int m0, int step0) {
@@ -253,12 +250,11 @@ struct TiledLoader {
       const int64_t offset = (static_cast<int64_t>(w_ok[j] ? tile : 0) * steps + step0) * kWStep;
       w_src[j] = packed + offset + (tid * 16) % 4096;
     }
-#pragma unroll
-    for (int j = 0; j < kSCopies; ++j) {
-      const int byte = (tid + j * TL::kThreads) * 4;  // stage byte kWBytes + byte: tile byte / 512
+    {
+      const int byte = tid < kSThreads ? tid * 16 : 0;  // stage byte kWBytes + byte: tile byte / 512
       const int tile = n0 / 64 + byte / 512;
-      s_ok[j] = tile < tiles_n;
-      s_src[j] = scales + (static_cast<int64_t>(s_ok[j] ? tile : 0) * steps + step0) * kSStep + byte % 512;
+      s_ok = tile < tiles_n;
+      s_src = scales + (static_cast<int64_t>(s_ok ? tile : 0) * steps + step0) * kSStep + byte % 512;
     }
     {
       const int r = tid >> 4, c = tid & 15;
@@ -284,12 +280,10 @@ struct TiledLoader {
       }
       w_src[j] += kWStep;
     }
-    const uint32_t s_dst = TL::kWBytes + static_cast<uint32_t>(threadIdx.x) * 4;
-#pragma unroll
-    for (int j = 0; j < kSCopies; ++j) {
-      cp_async4(stage + s_dst + j * TL::kThreads * 4, s_src[j], s_ok[j]);
-      s_src[j] += kSStep;
+    if (kSThreads == TL::kThreads || static_cast<int>(threadIdx.x) < kSThreads) {
+      cp_async16(stage + TL::kWBytes + static_cast<uint32_t>(threadIdx.x) * 16, s_src, s_ok);
     }
+    s_src += kSStep;
 #pragma unroll
     for (int j = 0; j < kAIters; ++j) {
       if (Loader<MT, RT, WARPS>::exists(j, kAChunks)) cp_async16(stage + a_dst + j * kADstStride, a_src[j], a_ok[j]);
@@ -505,12 +499,15 @@ __device__ __noinline__ void last_block_reduce(const float* __restrict__ partial
 // 0 leaves the choice to ptxas, as a __launch_bounds__ without the argument does.
 constexpr int last_block_min_blocks(int mt, bool last_block) { return last_block && mt == 2 ? 6 : 0; }
 
-// The wide block (8 warps) on tile-contiguous weights: left to itself (no minimum), ptxas kept 80
-// registers and moved a few values to local memory, inside the K loop too; asking for one resident
-// block (up to 255 registers; the wide block runs where the grid has at most one per SM anyway)
-// gives it the registers instead. Row-major launches keep their allocation.
-constexpr int tiled_min_blocks(int warps, bool tiled, int otherwise) {
-  return tiled && warps == 2 * kWarps ? 1 : otherwise;
+// Blocks per SM asked of ptxas for tile-contiguous weights, whose kernels carry two K loops
+// (compute_stage's CHECKED) and so more live code. Left to itself (no minimum), ptxas kept the
+// wide block (8 warps) at 80 registers and the 128-row, 32-activation-row tile at 128, and moved
+// values to local memory, inside the K loop too. Asking for the occupancy the row-major kernel
+// has (tiling.FUSED_OCCUPANCY_H200: 3 blocks for that tile, 2 for the 64-row activation tile; one
+// for the wide block, which runs where the grid has at most one block per SM) gives them the
+// registers instead. Row-major launches keep their allocation.
+constexpr int tiled_min_blocks(int warps, int mt, int rt, bool tiled, int otherwise) {
+  return !tiled ? otherwise : warps == 2 * kWarps ? 1 : rt == 2 ? (mt == 4 ? 3 : 2) : otherwise;
 }
 
 // The K loop over a block's steps: the ring of kStages stages, the slot the next load fills
@@ -561,7 +558,7 @@ __device__ __forceinline__ bool scale_bytes_in_table(int scale_bytes, float gs) 
 // whose scale_bytes puts every scale in the table's range runs the K loop without the per-step
 // range test (row-major launches pass 0).
 template <typename T, int MT, int RT, int WARPS, bool LAST_BLOCK, bool TILED = false>
-__global__ void __launch_bounds__(WARPS * 32, tiled_min_blocks(WARPS, TILED, last_block_min_blocks(MT, LAST_BLOCK)))
+__global__ void __launch_bounds__(WARPS * 32, tiled_min_blocks(WARPS, MT, RT, TILED, last_block_min_blocks(MT, LAST_BLOCK)))
 nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                        const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
@@ -668,23 +665,88 @@ __host__ __device__ constexpr int block_warps(int m, int64_t n, int splits, int 
                                                                                                         : kWarps;
 }
 
+// The narrow block's occupancy: the one the host's split count is chosen for.
+template <int MT, int RT>
+int occupancy_of() {
+  // the dynamic shared-memory limit is raised first, as a launch does
+  if (cudaFuncSetAttribute(nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, kWarps, false>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
+    return -1;
+  }
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks,
+                                                    nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, kWarps, false>,
+                                                    Tile<MT, RT>::kThreads, Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
+    return -1;
+  }
+  return blocks;
+}
+
+// The dynamic shared memory that holds `kernel` to at most `target` resident blocks per SM:
+// `smem`, or more where the kernel alone would fit more. The host's split count is chosen for the
+// row-major kernel's occupancy (occupancy_of); a tile-contiguous instantiation that needs fewer
+// registers (56 instead of 64 at M = 1 with the last-block sum) would otherwise run 9 blocks per
+// SM where the count assumed 8, which measured 3% slower with the L2 flushed (benchmarks/NOTES.md).
+// Asked once per kernel and device; on any CUDA error the kernel keeps `smem`.
+template <typename Kernel>
+int smem_for_occupancy(Kernel kernel, int threads, int smem, int target) {
+  int dev = 0, limit = 0;
+  if (target < 1 || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    return smem;
+  }
+  for (int s = smem; s <= limit; s += 256) {
+    int blocks = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, s) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, s) != cudaSuccess) {
+      return smem;
+    }
+    if (blocks <= target) return s;
+  }
+  return smem;
+}
+
+// The kernel a launch of this configuration takes (LAST_BLOCK: with the in-launch split-K sum).
+template <typename T, int MT, int RT, int WARPS, bool TILED>
+auto kernel_of(bool last_block) {
+  return last_block ? nvfp4_fused_mma_kernel<T, MT, RT, WARPS, true, TILED>
+                    : nvfp4_fused_mma_kernel<T, MT, RT, WARPS, false, TILED>;
+}
+
+// The dynamic shared memory a launch of the configuration uses on the current device, its limit
+// raised there once (a negative cudaError_t on failure): the stages' bytes, held to the split
+// model's occupancy on tile-contiguous weights (smem_for_occupancy).
+template <typename T, int MT, int RT, int WARPS, bool TILED>
+int configured_smem(bool last_block) {
+  using TL = Tile<MT, RT, WARPS>;
+  static int configured_for[2] = {-1, -1};  // the device whose shared-memory limit was raised last
+  static int smem_of[2] = {TL::kSmemBytes, TL::kSmemBytes};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (configured_for[last_block] != dev) {
+    const auto kernel = kernel_of<T, MT, RT, WARPS, TILED>(last_block);
+    int smem = TL::kSmemBytes;
+    if constexpr (TILED && WARPS == kWarps) {
+      smem = smem_for_occupancy(kernel, TL::kThreads, smem, occupancy_of<MT, RT>());
+    }
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return -static_cast<int>(err);
+    smem_of[last_block] = smem;
+    configured_for[last_block] = dev;
+  }
+  return smem_of[last_block];
+}
+
 template <typename T, int MT, int RT, int WARPS, bool TILED>
 cudaError_t launch_config(const void* a, const void* packed, const void* scales, const void* g,
                           const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
                           int splits, cudaStream_t stream, int scale_bytes) {
   using TL = Tile<MT, RT, WARPS>;
   const bool last_block = splits > 1 && counters != nullptr;
-  auto kernel = last_block ? nvfp4_fused_mma_kernel<T, MT, RT, WARPS, true, TILED>
-                           : nvfp4_fused_mma_kernel<T, MT, RT, WARPS, false, TILED>;
-  static int configured_for[2] = {-1, -1};  // the device whose shared-memory limit was raised last
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (configured_for[last_block] != dev) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
-    if (err != cudaSuccess) return err;
-    configured_for[last_block] = dev;
-  }
+  const auto kernel = kernel_of<T, MT, RT, WARPS, TILED>(last_block);
+  const int smem = configured_smem<T, MT, RT, WARPS, TILED>(last_block);
+  if (smem < 0) return static_cast<cudaError_t>(-smem);
   const int n_tiles = (n + TL::kRows - 1) / TL::kRows;
   const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
   const int total_steps = k / kStepK;
@@ -698,7 +760,7 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
   const uint8_t* s8 = static_cast<const uint8_t*>(scales);
   const float* gf = static_cast<const float*>(g);
   int* count = last_block ? counters : nullptr;
-  kernel<<<blocks, TL::kThreads, TL::kSmemBytes, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
+  kernel<<<blocks, TL::kThreads, smem, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
                                                            steps_per_split, count, splits, scale_bytes);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || splits <= 1 || last_block) return err;
@@ -737,22 +799,27 @@ cudaError_t launch_fused(const void* a, const void* packed, const void* scales, 
   return launch_large<T, 8, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream, scale_bytes);
 }
 
-// The narrow block's occupancy: the one the host's split count is chosen for.
-template <int MT, int RT>
-int occupancy_of() {
-  // the dynamic shared-memory limit is raised first, as a launch does
-  if (cudaFuncSetAttribute(nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, kWarps, false>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
-    return -1;
-  }
+// Resident blocks per SM that a launch of the narrow configuration for M gets (bf16, at the
+// shared memory configured_smem gives it), or -1 on a CUDA error.
+template <int MT, int RT, bool TILED>
+int launch_occupancy(bool last_block) {
+  const int smem = configured_smem<__nv_bfloat16, MT, RT, kWarps, TILED>(last_block);
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks,
-                                                    nvfp4_fused_mma_kernel<__nv_bfloat16, MT, RT, kWarps, false>,
-                                                    Tile<MT, RT>::kThreads, Tile<MT, RT>::kSmemBytes) != cudaSuccess) {
+  if (smem < 0 || cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                      &blocks, kernel_of<__nv_bfloat16, MT, RT, kWarps, TILED>(last_block), Tile<MT, RT>::kThreads,
+                      smem) != cudaSuccess) {
     return -1;
   }
   return blocks;
+}
+
+template <bool TILED>
+int launch_occupancy_for(int32_t m, bool last_block) {
+  const Config c = config_for(m);
+  if (c.mt == 1) return launch_occupancy<1, kRtSmall, TILED>(last_block);
+  if (c.mt == 2) return launch_occupancy<2, kRtSmall, TILED>(last_block);
+  if (c.mt == 4) return launch_occupancy<4, kRtLarge, TILED>(last_block);
+  return launch_occupancy<8, kRtLarge, TILED>(last_block);
 }
 
 template <bool TILED>
@@ -813,6 +880,15 @@ int nvfp4_fused_occupancy(int32_t m) {
   if (c.mt == 2) return occupancy_of<2, kRtSmall>();
   if (c.mt == 4) return occupancy_of<4, kRtLarge>();
   return occupancy_of<8, kRtLarge>();
+}
+
+// Resident blocks per multiprocessor that a launch for M gets on the current device (the narrow
+// block, bf16), on row-major (tiled = 0) or tile-contiguous weights, with the in-launch split-K sum
+// (last_block = 1) or without; negative on bad arguments or a CUDA error. Every one of them is held
+// to nvfp4_fused_occupancy(m), the occupancy the host's split count is chosen for.
+int nvfp4_fused_launch_occupancy(int32_t m, int32_t tiled, int32_t last_block) {
+  if (m < 1 || m > 256) return -1;
+  return tiled ? launch_occupancy_for<true>(m, last_block != 0) : launch_occupancy_for<false>(m, last_block != 0);
 }
 
 // a: [m, k] fp16/bf16, packed: [n, k/2], scales: [n, k/16], each 16-, 16- and 8-byte aligned;
