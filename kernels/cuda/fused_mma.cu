@@ -22,10 +22,13 @@
 // (nvfp4_launch_fused), where a step of a 64-row tile is 64 pieces of 64 bytes K/2 bytes apart, or
 // the tile-contiguous copy nvfp4_kernels.layout makes once per weight (nvfp4_launch_fused_tiled),
 // where it is one 4 KB piece and one 512-byte piece, with each word's sign bits placed where the
-// table decode applies them (mma_decode.cuh, place_signs). The copies' source addresses and
-// per-step strides (Loader's TILED) and the word decode (PLACED) differ; the values reaching each
-// thread are the same, so the bits are too. The row-major access pattern alone held the weight
-// stream to about 1.8 TB/s on the H200 (benchmarks/NOTES.md).
+// table decode applies them (mma_decode.cuh, place_signs). The copies (Loader, TiledLoader) and
+// the word decode (PLACED) differ; the values reaching each thread are the same, so the bits are
+// too. The row-major access pattern alone held the weight stream to about 1.8 TB/s on the H200
+// (benchmarks/NOTES.md). A tiled launch may also carry the weight's scale-byte range
+// (nvfp4_kernels.layout.scale_byte_range, which layout.register keeps): where both of its ends lie
+// in the table's range for the global scale, every block does, and the K loop runs without the
+// per-step range test and its vote (scale_bytes_in_table).
 //
 // Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
 // same K order whatever MT and RT are. When the grid also splits K (too few tiles to fill the
