@@ -118,6 +118,53 @@ __device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) &
 
 __device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
+// Copy j of `items` 16-byte chunks exists for this thread in a block of `threads` (the last round
+// of a count that the threads do not divide is partial).
+template <int kThreads>
+__device__ __forceinline__ bool copy_exists(int j, int items) {
+  return items % kThreads == 0 || static_cast<int>(threadIdx.x) + j * kThreads < items;
+}
+
+// One thread's copies of the activation tile (both weight layouts take them alike): 256 bytes per
+// activation row and step, XOR-swizzled (act_chunk); a thread's copies are activation rows 8 j
+// apart with the same swizzle, so copy 0's destination offset and an immediate stride place them.
+// Rows past M copy nothing (cp.async zero-fills) from row 0's addresses.
+template <int MT, int RT, int WARPS>
+struct ActivationCopies {
+  using TL = Tile<MT, RT, WARPS>;
+  static constexpr int kChunks = TL::kActRows * 16;  // 16-byte chunks of activations
+  static constexpr int kIters = (kChunks + TL::kThreads - 1) / TL::kThreads;
+  static constexpr int kDstStride = TL::kThreads / 16 * 256;
+  static_assert(TL::kThreads % 32 == 0, "the activation swizzle of copy j must equal copy 0's");
+  const uint8_t* src[kIters];
+  uint32_t dst;  // copy 0's offset inside a stage
+  bool ok[kIters];
+
+  __device__ __forceinline__ void init(const uint8_t* a, int m, int k, int m0, int step0) {
+    const int tid = static_cast<int>(threadIdx.x);
+    {
+      const int r = tid >> 4, c = tid & 15;
+      dst = TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16;
+    }
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) {
+      const int i = tid + j * TL::kThreads;
+      const int r = i >> 4, c = i & 15;
+      ok[j] = i < kChunks && m0 + r < m;
+      src[j] = a + ((ok[j] ? static_cast<int64_t>(m0 + r) * k : 0) + c * 8 + step0 * 128) * 2;  // 2-byte values
+    }
+  }
+
+  // Copy the next step into the stage at shared address `stage`, then advance to the step after.
+  __device__ __forceinline__ void load(uint32_t stage) {
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) {
+      if (copy_exists<TL::kThreads>(j, kChunks)) cp_async16(stage + dst + j * kDstStride, src[j], ok[j]);
+      src[j] += 256;
+    }
+  }
+};
+
 // One thread's share of a stage's copies for the whole K walk, on the contract's row-major
 // weights. Every copy of a thread lies a fixed distance from its first one inside a stage
 // (i = threadIdx.x + j * threads: rows 32 j apart at 64 or 8 bytes, activation rows 8 j apart at
@@ -130,20 +177,16 @@ template <int MT, int RT, int WARPS>
 struct Loader {
   using TL = Tile<MT, RT, WARPS>;
   static constexpr int kWChunks = TL::kRows * 4;    // 16-byte chunks of packed weights
-  static constexpr int kAChunks = TL::kActRows * 16;  // 16-byte chunks of activations
   static constexpr int kWIters = (kWChunks + TL::kThreads - 1) / TL::kThreads;
   static constexpr int kSIters = (TL::kRows + TL::kThreads - 1) / TL::kThreads;
-  static constexpr int kAIters = (kAChunks + TL::kThreads - 1) / TL::kThreads;
   // the distance between a thread's consecutive copies inside a stage
   static constexpr int kWDstStride = TL::kThreads / 4 * 64;
   static constexpr int kSDstStride = TL::kThreads * 8;
-  static constexpr int kADstStride = TL::kThreads / 16 * 256;
-  static_assert(TL::kThreads % 32 == 0, "the activation swizzle of copy j must equal copy 0's");
   const uint8_t* w_src[kWIters];
   const uint8_t* s_src[kSIters];
-  const uint8_t* a_src[kAIters];
-  uint32_t w_dst, s_dst, a_dst;  // copy 0's offsets inside a stage
-  bool w_ok[kWIters], s_ok[kSIters], a_ok[kAIters];
+  ActivationCopies<MT, RT, WARPS> act;
+  uint32_t w_dst, s_dst;  // copy 0's offsets inside a stage
+  bool w_ok[kWIters], s_ok[kSIters];
 
   // byte offset of row `row`'s step-0 packed bytes (per_row: 64, scales 8)
   static __device__ __forceinline__ int64_t row_offset(int row, int k, int per_row) {
@@ -152,21 +195,13 @@ struct Loader {
   static constexpr int64_t kWStep = 64;  // bytes a step advances the sources
   static constexpr int64_t kSStep = 8;
 
-  // Copy j of an operand exists for this thread (the last round of a count that the threads do
-  // not divide is partial).
-  static __device__ __forceinline__ bool exists(int j, int items) {
-    return items % TL::kThreads == 0 || static_cast<int>(threadIdx.x) + j * TL::kThreads < items;
-  }
+  static __device__ __forceinline__ bool exists(int j, int items) { return copy_exists<TL::kThreads>(j, items); }
 
   __device__ __forceinline__ Loader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m, int n,
                                     int k, int n0, int m0, int step0) {
     const int tid = static_cast<int>(threadIdx.x);
     w_dst = (tid >> 2) * 64 + (tid & 3) * 16;
     s_dst = TL::kWBytes + tid * 8;
-    {
-      const int r = tid >> 4, c = tid & 15;
-      a_dst = TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16;
-    }
 #pragma unroll
     for (int j = 0; j < kWIters; ++j) {
       const int i = tid + j * TL::kThreads;
@@ -180,13 +215,7 @@ struct Loader {
       s_ok[j] = r < TL::kRows && n0 + r < n;
       s_src[j] = scales + (s_ok[j] ? row_offset(n0 + r, k, 8) : 0) + step0 * kSStep;
     }
-#pragma unroll
-    for (int j = 0; j < kAIters; ++j) {
-      const int i = tid + j * TL::kThreads;
-      const int r = i >> 4, c = i & 15;
-      a_ok[j] = i < kAChunks && m0 + r < m;
-      a_src[j] = a + ((a_ok[j] ? static_cast<int64_t>(m0 + r) * k : 0) + c * 8 + step0 * 128) * 2;  // 2-byte values
-    }
+    act.init(a, m, k, m0, step0);
   }
 
   // Copy the next step into the stage at shared address `stage`, then advance to the step after.
@@ -201,11 +230,7 @@ struct Loader {
       if (exists(j, TL::kRows)) cp_async8(stage + s_dst + j * kSDstStride, s_src[j], s_ok[j]);
       s_src[j] += kSStep;
     }
-#pragma unroll
-    for (int j = 0; j < kAIters; ++j) {
-      if (exists(j, kAChunks)) cp_async16(stage + a_dst + j * kADstStride, a_src[j], a_ok[j]);
-      a_src[j] += 256;
-    }
+    act.load(stage);
   }
 };
 
@@ -226,19 +251,14 @@ struct TiledLoader {
   static constexpr int kTilesPerW = TL::kThreads / (64 * 4) > 0 ? TL::kThreads / (64 * 4) : 1;
   static constexpr int kWSources = kTiles / kTilesPerW;            // tiles one thread copies from
   static constexpr int kSThreads = TL::kRows * 8 / 16;              // threads with a 16-byte scale copy
-  static constexpr int kAChunks = TL::kActRows * 16;
-  static constexpr int kAIters = (kAChunks + TL::kThreads - 1) / TL::kThreads;
-  static constexpr int kADstStride = TL::kThreads / 16 * 256;
   static constexpr int64_t kWStep = 64 * 64;  // bytes a step advances the sources
   static constexpr int64_t kSStep = 64 * 8;
   static_assert(TL::kRows % 64 == 0 && kTiles % kTilesPerW == 0, "whole 64-row tiles per block");
   static_assert(kSThreads % 32 == 0 && kSThreads <= TL::kThreads, "whole warps copy the scales, once each");
-  static_assert(TL::kThreads % 32 == 0, "the activation swizzle of copy j must equal copy 0's");
   const uint8_t* w_src[kWSources];
   const uint8_t* s_src;
-  const uint8_t* a_src[kAIters];
-  uint32_t a_dst;
-  bool w_ok[kWSources], s_ok, a_ok[kAIters];
+  ActivationCopies<MT, RT, WARPS> act;
+  bool w_ok[kWSources], s_ok;
 
   __device__ __forceinline__ TiledLoader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m,
                                          int n, int k, int n0, int m0, int step0) {
@@ -259,17 +279,7 @@ struct TiledLoader {
       s_ok = tile < tiles_n;
       s_src = scales + (static_cast<int64_t>(s_ok ? tile : 0) * steps + step0) * kSStep + byte % 512;
     }
-    {
-      const int r = tid >> 4, c = tid & 15;
-      a_dst = TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16;
-    }
-#pragma unroll
-    for (int j = 0; j < kAIters; ++j) {
-      const int i = tid + j * TL::kThreads;
-      const int r = i >> 4, c = i & 15;
-      a_ok[j] = i < kAChunks && m0 + r < m;
-      a_src[j] = a + ((a_ok[j] ? static_cast<int64_t>(m0 + r) * k : 0) + c * 8 + step0 * 128) * 2;
-    }
+    act.init(a, m, k, m0, step0);
   }
 
   __device__ __forceinline__ void load(uint32_t stage) {
@@ -287,11 +297,7 @@ struct TiledLoader {
       cp_async16(stage + TL::kWBytes + static_cast<uint32_t>(threadIdx.x) * 16, s_src, s_ok);
     }
     s_src += kSStep;
-#pragma unroll
-    for (int j = 0; j < kAIters; ++j) {
-      if (Loader<MT, RT, WARPS>::exists(j, kAChunks)) cp_async16(stage + a_dst + j * kADstStride, a_src[j], a_ok[j]);
-      a_src[j] += 256;
-    }
+    act.load(stage);
   }
 };
 
