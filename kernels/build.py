@@ -46,6 +46,7 @@ LIBRARY_EXPORTS: tuple[str, ...] = (
     "nvfp4_fused_tile",
     "nvfp4_fused_block_warps",
     "nvfp4_fused_occupancy",
+    "nvfp4_fused_launch_occupancy",
     "nvfp4_launch_fp4_probe",
     "nvfp4_launch_packed",
     "nvfp4_launch_args_size",

@@ -47,10 +47,12 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_gemv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
     "nvfp4_gemv_splits": (ctypes.c_int, [_I64, _I64]),
     "nvfp4_launch_fused": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
-    "nvfp4_launch_fused_tiled": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P]),
+    "nvfp4_launch_fused_tiled": (ctypes.c_int,
+                                 [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _P, _I32]),
     "nvfp4_fused_tiles": (ctypes.c_int64, [_I32, _I64]),
     "nvfp4_fused_tile": (ctypes.c_int, [_I32]),
     "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
+    "nvfp4_fused_launch_occupancy": (ctypes.c_int, [_I32, _I32, _I32]),
     "nvfp4_fused_block_warps": (ctypes.c_int, [_I32, _I64, _I32, _I32]),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),
@@ -65,7 +67,7 @@ class LaunchArgs(ctypes.Structure):
 
     _fields_ = [("a", _P), ("packed", _P), ("scales", _P), ("g", _P), ("bias", _P), ("out", _P),
                 ("workspace", _P), ("stream", _P), ("n", _I64), ("k", _I64), ("m", _I32), ("block_size", _I32),
-                ("out_bf16", _I32), ("splits", _I32), ("counters", _P)]
+                ("out_bf16", _I32), ("splits", _I32), ("counters", _P), ("scale_bytes", _I32)]
 
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
@@ -77,13 +79,14 @@ _PACKED_KERNEL_PATH = {**{i: p for p, i in PACKED_KERNEL.items()}, FUSED_TILED_K
 #: nvfp4_launch_packed's empty kernel (the fused kernel's parameter list, no work): the benchmark's
 #: host-time floor, what one launch through the same call costs on the machine at hand
 EMPTY_KERNEL = 4
-#: LaunchArgs seen as 13 uint64 words (the fast path writes the per-call ones by index, which
+#: LaunchArgs seen as 14 uint64 words (the fast path writes the per-call ones by index, which
 #: costs a tenth of a Structure field write): pointers at 0..7, n, k, then two words that each
-#: hold two int32 fields, low half first (little-endian, as on every CUDA host), then the
-#: split-K counters' pointer
-ARG_WORDS = 13
+#: hold two int32 fields, low half first (little-endian, as on every CUDA host), the split-K
+#: counters' pointer, and a word whose low half is the tiled kernel's scale-byte range (its high
+#: half is the struct's padding)
+ARG_WORDS = 14
 ARG_A, ARG_PACKED, ARG_SCALES, ARG_G, ARG_BIAS, ARG_OUT, ARG_WORKSPACE, ARG_STREAM, ARG_N, ARG_K = range(10)
-ARG_M_BLOCK, ARG_BF16_SPLITS, ARG_COUNTERS = 10, 11, 12
+ARG_M_BLOCK, ARG_BF16_SPLITS, ARG_COUNTERS, ARG_SCALE_BYTES = 10, 11, 12, 13
 #: the words a launch call writes per call, in its argument order (a, out, workspace, counters,
 #: stream, g)
 LAUNCH_CALL_WORDS = (ARG_A, ARG_OUT, ARG_WORKSPACE, ARG_COUNTERS, ARG_STREAM, ARG_G)
@@ -367,7 +370,7 @@ FUSED_REDUCTIONS = ("auto", "last_block", "finalize")
 
 
 def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, splits: int | None = None,
-              reduction: str = "auto", tiled: tuple[Any, Any] | None = None) -> None:
+              reduction: str = "auto", tiled: tuple[Any, ...] | None = None) -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused tensor-core kernel; 1 <= M <= 256,
     block_size 16, K % 128 == 0. fp32 accumulation; the bias is added in fp32 before the single
     rounding. ``splits`` (K splits) defaults to :func:`fused_splits` for the shape and GPU; it
@@ -375,7 +378,10 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     ``reduction`` (:data:`FUSED_REDUCTIONS`) picks how the splits are summed, with the same bits.
     ``tiled``: ``packed`` and ``scales`` in the tile-contiguous layout
     (:func:`nvfp4_kernels.layout.tile_weights`), which the kernel then reads instead (the same bits,
-    a faster weight stream); ``packed`` and ``scales`` still describe the weight."""
+    a faster weight stream); ``packed`` and ``scales`` still describe the weight. A third item, the
+    weight's scale-byte range (:func:`nvfp4_kernels.layout.scale_byte_range`, which
+    :func:`nvfp4_kernels.layout.registered` hands out), lets the kernel skip its per-step range
+    test; it must be the range of these scales' bytes."""
     from nvfp4_kernels.reference import FUSED_STEP_K
     from nvfp4_kernels.tiling import FUSED_MAX_M
 
@@ -397,12 +403,16 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     if tiled is not None:
         from nvfp4_kernels import layout
 
-        packed, scales = tiled  # the kernel reads these instead
+        if len(tiled) not in (2, 3):
+            raise ValueError(f"tiled must be (packed_tiles, scales_tiles[, scale_bytes]), got {len(tiled)} items")
+        packed, scales = tiled[0], tiled[1]  # the kernel reads these instead
+        scale_bytes = layout.check_scale_bytes(tiled[2]) if len(tiled) == 3 else 0
         layout.check_tiled(packed, scales, n, k)
         _require_cuda("tiled packed", packed, out.device)
         _require_cuda("tiled scales", scales, out.device)
     launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
-                 bf16, splits, _stream(out), reduction, tiled=tiled is not None)
+                 bf16, splits, _stream(out), reduction, tiled=tiled is not None,
+                 scale_bytes=scale_bytes if tiled is not None else 0)
 
 
 #: the most activation rows whose split-K sum the fused kernel does in its own launch by default.
@@ -446,19 +456,21 @@ def fused_splits(n: int, k: int, m: int, device_index: int | None = None) -> int
 
 
 def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, out: Any, m: int, n: int, k: int,
-                 bf16: int, splits: int, stream: int, reduction: str, tiled: bool = False) -> None:
+                 bf16: int, splits: int, stream: int, reduction: str, tiled: bool = False,
+                 scale_bytes: int = 0) -> None:
     """Launch the fused kernel on arguments :func:`fused_mma` (or the dispatcher's plan) has
     already checked: ``a`` and ``packed`` 16-byte and ``scales`` 8-byte aligned. ``reduction``:
     "none" (one split), "last_block" or "finalize" (:data:`FUSED_REDUCTIONS`). ``tiled``: packed
-    and scales are in the tile-contiguous layout."""
+    and scales are in the tile-contiguous layout, whose scale bytes lie in ``scale_bytes``
+    (:func:`nvfp4_kernels.layout.scale_byte_range`; 0: not known)."""
     workspace = counters = None
     if splits > 1:
         count = fused_tiles(m, n) if reduction == "last_block" else 0
         workspace, counters = splitk_buffers(out.device.index, stream, splits * m * n, count)
     lib = _lib if _lib is not None else load_library()
-    launch = lib.nvfp4_launch_fused_tiled if tiled else lib.nvfp4_launch_fused
-    err = launch(a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr, None if bias is None else bias.data_ptr(),
-                 out.data_ptr(), workspace, counters or None, m, n, k, bf16, splits, stream)
+    args = (a.data_ptr(), packed.data_ptr(), scales.data_ptr(), g_ptr, None if bias is None else bias.data_ptr(),
+            out.data_ptr(), workspace, counters or None, m, n, k, bf16, splits, stream)
+    err = lib.nvfp4_launch_fused_tiled(*args, scale_bytes) if tiled else lib.nvfp4_launch_fused(*args)
     if err:
         _check(err, KERNEL_NAMES["fused_mma"])
 

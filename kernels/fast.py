@@ -117,6 +117,9 @@ class Plan:
         words[cuda_backend.ARG_N], words[cuda_backend.ARG_K] = self.n, self.k
         words[cuda_backend.ARG_M_BLOCK] = cuda_backend.pack_int32_pair(self.m, self.block_size)
         words[cuda_backend.ARG_BF16_SPLITS] = cuda_backend.pack_int32_pair(self.bf16, self.splits)
+        # the tiled kernel's scale-byte range (nvfp4_kernels.layout.scale_byte_range): fixed for the
+        # registered weight, whose version checks every call makes
+        words[cuda_backend.ARG_SCALE_BYTES] = cuda_backend.pack_int32_pair(tiled.scale_bytes if tiled else 0, 0)
         self.template = words
         #: the event every call of the plan announces (built at the first call with a listener;
         #: one object, so a recorder counts its repeats without re-checking it)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nvfp4_kernels.model import FUSED_K_MULTIPLE
 
@@ -177,16 +177,63 @@ def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int) -> None:
             raise ValueError(f"tiled {name} must be contiguous (tile_weights returns contiguous tensors)")
 
 
+#: the scale bytes a range may span: positive, finite, non-zero E4M3 values (0x00 is zero, 0x7F
+#: NaN, 0x80 and up negative or -0 / -NaN)
+ORDINARY_SCALE_BYTES = (0x01, 0x7E)
+
+
+def scale_byte_range(scales: Any) -> int:
+    """The range of a weight's E4M3 scale bytes as the tiled kernel takes it: ``lo | hi << 8``
+    when every byte lies in ``[lo, hi]`` inside :data:`ORDINARY_SCALE_BYTES`, else 0 (not known).
+
+    Why: the fused kernel's fast table decode holds for a scale block when s = fp32(e4m3 * g)
+    lies in the table's range, which it otherwise tests every K step. s is monotone in the
+    ordinary bytes for any g, so the kernel tests the two ends once per block instead and skips
+    the per-step test where both pass (the same bits either way). One pass over the scales, on
+    their device; :func:`register` computes it once per weight."""
+    if scales.ndim != 2:
+        raise ValueError(f"scales must be 2-D [N, K/16], got shape {tuple(scales.shape)}")
+    if scales.shape[0] * scales.shape[1] == 0:
+        return 0
+    lo, hi = int(scales.min()), int(scales.max())
+    if lo < ORDINARY_SCALE_BYTES[0] or hi > ORDINARY_SCALE_BYTES[1]:
+        return 0
+    return lo | hi << 8
+
+
+def check_scale_bytes(scale_bytes: Any) -> int:
+    """``scale_bytes`` if it is a range :func:`scale_byte_range` can give (0, or ``lo | hi << 8``
+    with ``1 <= lo <= hi <= 0x7E``), else a ValueError that says what it must be."""
+    if isinstance(scale_bytes, bool) or not isinstance(scale_bytes, int):
+        raise ValueError(f"scale_bytes must be an int (layout.scale_byte_range), got {scale_bytes!r}")
+    lo, hi = scale_bytes & 0xFF, scale_bytes >> 8
+    if scale_bytes != 0 and not (ORDINARY_SCALE_BYTES[0] <= lo <= hi <= ORDINARY_SCALE_BYTES[1]):
+        raise ValueError(f"scale_bytes must be 0 or lo | hi << 8 with 1 <= lo <= hi <= 0x7E "
+                         f"(layout.scale_byte_range of the weight's scales), got {scale_bytes:#x}")
+    return scale_bytes
+
+
 @dataclass
 class _Entry:
     """A registered weight: weak references to the row-major pair, what identified it when it was
-    tiled, and the tiled copies."""
+    tiled, the tiled copies and the range of its scale bytes."""
 
     b_ref: Any
     scales_ref: Any
     stamp: tuple
     packed_tiles: Any
     scales_tiles: Any
+    scale_bytes: int
+
+
+class TiledWeight(NamedTuple):
+    """What :func:`registered` hands out: the tiled copies and the weight's scale-byte range
+    (:func:`scale_byte_range`), in the order :func:`nvfp4_kernels.cuda_backend.fused_mma` takes as
+    its ``tiled`` argument."""
+
+    packed: Any
+    scales: Any
+    scale_bytes: int
 
 
 _registry: dict[int, _Entry] = {}
@@ -205,6 +252,14 @@ def _stamp(b: Any, scales: Any) -> tuple:
     return (b.data_ptr(), tuple(b.shape), version(b), scales.data_ptr(), tuple(scales.shape), version(scales))
 
 
+def tiled_weight(packed: Any, scales: Any) -> TiledWeight:
+    """What :func:`register` keeps for a weight: :func:`tile_weights` of the pair and the range of
+    its scale bytes (:func:`scale_byte_range`), ready to pass as ``tiled`` to
+    :func:`nvfp4_kernels.cuda_backend.fused_mma` (the benchmark times the registered path this way)."""
+    packed_tiles, scales_tiles = tile_weights(packed, scales)
+    return TiledWeight(packed_tiles, scales_tiles, scale_byte_range(scales))
+
+
 def register(b: Any, weight_scale: Any) -> None:
     """Tile the packed weight ``b`` [N, K/2] and its scales [N, K/16] (uint8 torch tensors on one
     device) once, so that the fused path reads the tile-contiguous copy for them; the same bits,
@@ -218,10 +273,10 @@ def register(b: Any, weight_scale: Any) -> None:
                         f"{weight_scale.dtype}")
     if b.device != weight_scale.device:
         raise ValueError(f"b and weight_scale must be on one device, got {b.device} and {weight_scale.device}")
-    packed_tiles, scales_tiles = tile_weights(b.contiguous(), weight_scale.contiguous())
+    tiled = tiled_weight(b.contiguous(), weight_scale.contiguous())
     key = id(b)
     entry = _Entry(weakref.ref(b, lambda _ref, key=key: _forget(key)), weakref.ref(weight_scale),
-                   _stamp(b, weight_scale), packed_tiles, scales_tiles)
+                   _stamp(b, weight_scale), *tiled)
     with _lock:
         _registry[key] = entry
     _forget_plans(b)
@@ -253,8 +308,9 @@ def unregister(b: Any) -> bool:
     return True
 
 
-def registered(b: Any, weight_scale: Any) -> tuple[Any, Any] | None:
-    """The tiled copies of a registered (``b``, ``weight_scale``) that still match them, else None."""
+def registered(b: Any, weight_scale: Any) -> TiledWeight | None:
+    """The tiled copies of a registered (``b``, ``weight_scale``) that still match them, with the
+    scales' byte range, else None."""
     if not _registry:
         return None
     entry = _registry.get(id(b))
@@ -266,4 +322,4 @@ def registered(b: Any, weight_scale: Any) -> tuple[Any, Any] | None:
             if _registry.get(id(b)) is entry:
                 del _registry[id(b)]
         return None
-    return entry.packed_tiles, entry.scales_tiles
+    return TiledWeight(entry.packed_tiles, entry.scales_tiles, entry.scale_bytes)

@@ -70,6 +70,11 @@ def main() -> int:
                         help="--kernel fused: give --a the tile-contiguous weights too: 'placed' as this "
                              "tree's layout makes them, 'bytes' with the codes' sign bits where the contract "
                              "has them (the layout of builds before the signs were placed, 2026-12-02)")
+    parser.add_argument("--tiled-scale-bytes", choices=("range", "zero"), default="range",
+                        help="the scale-byte range every tiled launch passes (nvfp4_launch_fused_tiled's last "
+                             "argument): the weight's (layout.scale_byte_range, as layout.register does) or 0 "
+                             "(per-step range test). Builds before the argument existed (2026-12-02, seventh "
+                             "session) take 14 arguments and ignore the extra one")
     parser.add_argument("--same-splits", action="store_true",
                         help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
@@ -88,6 +93,7 @@ def main() -> int:
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
         weights = {"a": (p, s), "b": (p, s)}
+        scale_bytes = layout.scale_byte_range(s) if args.tiled_scale_bytes == "range" else 0
         if args.b_tiled:
             weights["b"] = layout.tile_weights(p, s)
         if args.a_tiled:
@@ -105,7 +111,7 @@ def main() -> int:
                 if args.same_splits:
                     split_of["b"] = split_of["a"]
                 workspace = cuda_backend.gemv_workspace(0, stream, max(split_of.values()) * m * n).data_ptr()
-                row = {"n": n, "k": k, "m": m, "dtype": dtype,
+                row = {"n": n, "k": k, "m": m, "dtype": dtype, "scale_bytes": scale_bytes,
                        **{f"{name}_splits": v for name, v in split_of.items()}}
                 outputs: dict[str, torch.Tensor] = {}
                 for name, lib in libs.items():
@@ -123,7 +129,10 @@ def main() -> int:
                     tiled = (name == "b" and args.b_tiled) or (name == "a" and args.a_tiled is not None)
                     launch_fused = lib.nvfp4_launch_fused_tiled if tiled else lib.nvfp4_launch_fused
 
-                    def run(lib=lib, out=out, count=count, splits=splits, pw=pw, sw=sw, launch_fused=launch_fused):
+                    extra = (scale_bytes,) if tiled else ()
+
+                    def run(lib=lib, out=out, count=count, splits=splits, pw=pw, sw=sw, launch_fused=launch_fused,
+                            extra=extra):
                         stream_now = torch.cuda.current_stream().cuda_stream
                         if args.kernel == "gemv":
                             err = lib.nvfp4_launch_gemv(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None,
@@ -132,7 +141,7 @@ def main() -> int:
                         else:
                             err = launch_fused(a.data_ptr(), pw.data_ptr(), sw.data_ptr(), g.data_ptr(), None,
                                                out.data_ptr(), workspace if splits > 1 else None, count, m, n, k,
-                                               int(dtype == "bfloat16"), splits, stream_now)
+                                               int(dtype == "bfloat16"), splits, stream_now, *extra)
                         assert err == 0, err
 
                     run()

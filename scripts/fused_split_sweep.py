@@ -31,7 +31,7 @@ def main() -> int:
     for n, k in shapes:
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
-        tiled = layout.tile_weights(p, s)
+        tiled = layout.tiled_weight(p, s)  # what layout.register keeps: the copy and its scale-byte range
         steps = k // 128
         for m in ms:
             host = fused_split_count(n, k, m, sms, int(lib.nvfp4_fused_occupancy(m)))

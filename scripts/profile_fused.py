@@ -30,6 +30,7 @@ def main() -> int:
         fused_split_count(n, k, m, sms, int(lib.nvfp4_fused_occupancy(m)))
     packed, scales = make(n, k, 1)
     p, s = to_dev(packed), to_dev(scales)
+    scale_bytes = layout.scale_byte_range(s) if tiled else 0
     if tiled:
         p, s = layout.tile_weights(p, s)
     launch = lib.nvfp4_launch_fused_tiled if tiled else lib.nvfp4_launch_fused
@@ -38,9 +39,10 @@ def main() -> int:
     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(max(1, splits * m * n), dtype=torch.float32, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
+    extra = (scale_bytes,) if tiled else ()
     for _ in range(3):
         err = launch(a.data_ptr(), p.data_ptr(), s.data_ptr(), g.data_ptr(), None, out.data_ptr(),
-                     workspace.data_ptr() if splits > 1 else None, None, m, n, k, 1, splits, stream)
+                     workspace.data_ptr() if splits > 1 else None, None, m, n, k, 1, splits, stream, *extra)
         assert err == 0, err
     torch.cuda.synchronize()
     print(f"fused_mma{'_tiled' if tiled else ''} {n}x{k} M={m} splits={splits}")

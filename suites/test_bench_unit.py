@@ -289,12 +289,14 @@ class ReferenceBackend:
         return fused_split_count(n, k, m)
 
     def fused_mma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                  bias: torch.Tensor | None, out: torch.Tensor, tiled: tuple[torch.Tensor, torch.Tensor] | None = None
+                  bias: torch.Tensor | None, out: torch.Tensor, tiled: tuple[Any, ...] | None = None
                   ) -> None:
         n, k, m = packed.shape[0], 2 * packed.shape[1], a.shape[0]
         if tiled is not None:  # read the weight from the tiled copy, as the kernel does
-            layout.check_tiled(*tiled, n, k)
-            packed, scales = layout.untile_weights(*tiled, n)
+            layout.check_tiled(tiled[0], tiled[1], n, k)
+            packed, scales = layout.untile_weights(tiled[0], tiled[1], n)
+            # the bench hands the copy with the range layout.register keeps, which must be the weight's
+            assert len(tiled) == 3 and tiled[2] == layout.scale_byte_range(scales)
         result = reference.fused_mma(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None,
                                      splits=self.fused_splits(n, k, m))
         if self.corrupt == "fused_mma":

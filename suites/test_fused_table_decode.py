@@ -102,3 +102,20 @@ def test_a_wrong_selector_is_caught(name: str, value: int) -> None:
     selectors = dict(CONSTANTS.selectors, **{name: value})
     _, bad = td.mismatches("bfloat16", constants=dataclasses.replace(CONSTANTS, selectors=selectors))
     assert bad > 0
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_range_ends_decide_for_every_byte_between(dtype: str) -> None:
+    """The tiled kernel skips its per-step range test when s of both ends of the weight's scale-byte
+    range passes table_ok (fused_mma.cu, scale_bytes_in_table). That is sound when, for every g,
+    the ordinary bytes (0x01..0x7E) whose s passes form one run: then lo and hi passing puts every
+    byte between them in the table's range. Checked over the whole g grid with the header's range
+    (bytes outside 0x01..0x7E are zero, NaN or negative: their s never passes, so a range ending
+    in one always sends the launch to the per-step test)."""
+    r = CONSTANTS.ranges[dtype]
+    values = E4M3_TABLE[0x01:0x7F].astype(np.float32)
+    for g in td.g_grid():
+        ok = td.table_ok((values * np.float32(g)).astype(np.float32), r.lo, r.hi)
+        passing = np.flatnonzero(ok)
+        assert passing.size == 0 or passing[-1] - passing[0] + 1 == passing.size, (dtype, float(g))
+

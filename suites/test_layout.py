@@ -119,7 +119,8 @@ def test_register_hands_out_the_tiled_copy_while_the_weight_is_unchanged() -> No
     got = layout.registered(packed, scales)
     assert got is not None
     want_p, want_s = layout.tile_weights(packed, scales)
-    assert torch.equal(got[0], want_p) and torch.equal(got[1], want_s)
+    assert torch.equal(got.packed, want_p) and torch.equal(got.scales, want_s)
+    assert got.scale_bytes == layout.scale_byte_range(scales)
     assert layout.registered(packed, other_scales) is None  # the copy belongs to the pair it was made from
     assert layout.registered(packed.clone(), scales) is None
     packed.add_(1)  # changed in place: the copy is stale and dropped
@@ -148,3 +149,52 @@ def test_register_refuses_what_the_operator_would() -> None:
         layout.register(packed.to(torch.int16), scales)
     with pytest.raises(ValueError, match="K % 128"):
         layout.register(packed[:, :32], scales[:, :4])
+
+
+def _range_by_loop(scales: np.ndarray) -> int:
+    """The range's definition, byte by byte: lo | hi << 8 when every byte is 0x01..0x7E, else 0."""
+    flat = [int(v) for v in scales.ravel()]
+    if not flat or any(not 0x01 <= v <= 0x7E for v in flat):
+        return 0
+    return min(flat) | max(flat) << 8
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_scale_byte_range_is_the_range_of_ordinary_bytes(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lo = int(rng.integers(0x01, 0x7F))
+    hi = int(rng.integers(lo, 0x7F))
+    scales = rng.integers(lo, hi + 1, (int(rng.integers(1, 70)), 8 * int(rng.integers(1, 5))), dtype=np.uint8)
+    for x in (scales, torch.from_numpy(scales)):
+        assert layout.scale_byte_range(x) == _range_by_loop(scales) != 0
+    # one byte that is not a positive, finite, non-zero E4M3 value leaves the range unknown
+    for special in (0x00, 0x7F, 0x80, 0xC3, 0xFF):
+        spoiled = scales.copy()
+        spoiled.flat[int(rng.integers(spoiled.size))] = special
+        for x in (spoiled, torch.from_numpy(spoiled)):
+            assert layout.scale_byte_range(x) == _range_by_loop(spoiled) == 0
+
+
+def test_scale_byte_range_edges_and_bad_input() -> None:
+    assert layout.scale_byte_range(np.full((3, 8), 0x01, np.uint8)) == 0x0101
+    assert layout.scale_byte_range(np.full((3, 8), 0x7E, np.uint8)) == 0x7E7E
+    assert layout.scale_byte_range(np.zeros((0, 8), np.uint8)) == 0
+    with pytest.raises(ValueError, match="2-D"):
+        layout.scale_byte_range(np.ones(8, np.uint8))
+
+
+def test_check_scale_bytes_accepts_only_what_scale_byte_range_gives() -> None:
+    for good in (0, 0x0101, 0x7E01, 0x7E7E, 0x4028):
+        assert layout.check_scale_bytes(good) == good
+    for bad in (0x0102, 0x7F01, 0x0100, 0x10101, -1, 0x01, True, 1.5, "0x7e01"):
+        with pytest.raises(ValueError, match="scale_bytes"):
+            layout.check_scale_bytes(bad)
+
+
+def test_tiled_weight_is_the_tiled_copy_with_the_scale_range() -> None:
+    packed, scales = _random(130, 640, 9)
+    scales = np.clip(scales, 0x20, 0x50)
+    tiled = layout.tiled_weight(packed, scales)
+    want_p, want_s = layout.tile_weights(packed, scales)
+    assert np.array_equal(tiled.packed, want_p) and np.array_equal(tiled.scales, want_s)
+    assert tiled.scale_bytes == _range_by_loop(scales) == int(scales.min()) | int(scales.max()) << 8

@@ -4,7 +4,8 @@ while that copy matches the weight.
 
 The layout only changes where the kernel's copies read a step's bytes and where a word of codes
 keeps its sign bits (which the kernel's decode of tiled words reads there, and its multiply path
-puts back first), so every output must be the same bits as on row-major weights: over row tails
+puts back first), and a tiled launch given the weight's scale-byte range only skips a range test
+that every block would pass, so every output must be the same bits as on row-major weights: over row tails
 (N not a multiple of 64), M tails, both output types, a bias, forced split counts and both
 split-K sums. The row-major outputs are pinned by the fused path's own suites and GPU-keyed
 goldens, so equality here carries those checks over.
@@ -66,9 +67,13 @@ def test_tiled_weights_give_the_row_major_bits(n: int, k: int, dtype: str) -> No
                 assert np.array_equal(outs[0], outs[1]), (m, splits, reduction)
 
 
-def test_the_dispatcher_reads_a_registered_weight_on_both_of_its_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("ordinary", [False, True], ids=["mixed-scales", "ordinary-scales"])
+def test_the_dispatcher_reads_a_registered_weight_on_both_of_its_paths(monkeypatch: pytest.MonkeyPatch,
+                                                                      ordinary: bool) -> None:
     n, k = 1000, 2048
     packed, scales, g = _weights(n, k, 11)
+    if ordinary:  # every scale byte ordinary: the registration carries its range to the kernel
+        scales = scales.clamp(0x28, 0x44)
     a = torch.randn(3, k, device="cuda").to(torch.bfloat16)
     want = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED))
     plan = fast._plans[(id(packed), a.shape)]
@@ -79,15 +84,19 @@ def test_the_dispatcher_reads_a_registered_weight_on_both_of_its_paths(monkeypat
         assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)), want)
         plan = fast._plans[(id(packed), a.shape)]
         assert plan.kernel == cuda_backend.FUSED_TILED_KERNEL and plan.tiled is not None
+        scale_bytes = layout.scale_byte_range(scales)
+        assert (scale_bytes != 0) == ordinary
+        assert plan.template[cuda_backend.ARG_SCALE_BYTES] == scale_bytes
         assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)), want)
         # the full path (no plans) hands the kernel the same copy
         monkeypatch.setattr(fast, "ENABLED", False)
         launched = []
         real = cuda_backend.launch_fused
         monkeypatch.setattr(cuda_backend, "launch_fused",
-                            lambda *args, **kw: launched.append(kw.get("tiled", False)) or real(*args, **kw))
+                            lambda *args, **kw: launched.append((kw.get("tiled", False), kw.get("scale_bytes")))
+                            or real(*args, **kw))
         assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=FUSED)), want)
-        assert launched == [True]
+        assert launched == [(True, scale_bytes)]
     finally:
         layout.unregister(packed)
 
@@ -124,3 +133,76 @@ def test_a_freed_weight_leaves_no_tiled_copy_behind() -> None:
     del packed
     gc.collect()
     assert copy() is None
+
+
+#: (dtype, g, lo, hi): weights whose scale bytes all lie in [lo, hi] (both present), so the tiled
+#: launch carries that range. Where both ends' s are inside the table's range the kernel skips its
+#: per-step range test; where one is not (fp16 s below 2^-13, bf16 s above 2^125, a negative g) it
+#: must test every step as before and send those blocks to the multiply decode.
+RANGED = [
+    ("bfloat16", 0.0123, 0x01, 0x7E),  # the whole ordinary range, in the table: no per-step test
+    ("float16", 1.0, 0x30, 0x40),  # s in [0.5, 2]: no per-step test
+    ("float16", 0.0123, 0x01, 0x7E),  # small bytes give s < 2^-13: per-step test
+    ("float16", 1.0, 0x01, 0x7E),  # both ends outside fp16's table
+    ("bfloat16", 2.0 ** 120, 0x01, 0x7E),  # 448 * 2^120 > 2^125: per-step test
+    ("bfloat16", -0.0123, 0x01, 0x7E),  # a negative global scale: never the table
+]
+
+
+@pytest.mark.parametrize(("dtype", "g_value", "lo", "hi"), RANGED)
+def test_a_launch_with_the_scale_byte_range_gives_the_row_major_bits(dtype: str, g_value: float, lo: int,
+                                                                     hi: int) -> None:
+    rng = np.random.default_rng(lo + hi)
+    tdt = getattr(torch, dtype)
+    g = torch.tensor([g_value], dtype=torch.float32, device="cuda")
+    for n, k in ((65, 384), (200, 1024)):
+        packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
+        scales = rng.integers(lo, hi + 1, (n, k // 16), dtype=np.uint8)
+        scales[0, 0], scales[-1, -1] = lo, hi
+        scales = torch.from_numpy(scales).cuda()
+        ranged = layout.tiled_weight(packed, scales)
+        assert ranged.scale_bytes == lo | hi << 8
+        unranged = (ranged.packed, ranged.scales)
+        for m in (1, 9, 17, 64, 256):
+            a = torch.randn(m, k, device="cuda").to(tdt)
+            for splits in (1, 2):
+                outs = []
+                for how in (None, unranged, ranged):
+                    out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
+                    cuda_backend.fused_mma(a, packed, scales, g, None, out, splits=splits, tiled=how)
+                    outs.append(_bits(out))
+                assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2]), (n, m, splits)
+
+
+def test_an_ill_formed_scale_byte_range_is_refused() -> None:
+    packed, scales, g = _weights(64, 256, 14)
+    tiled = layout.tile_weights(packed, scales)
+    a = torch.randn(1, 256, device="cuda").to(torch.bfloat16)
+    out = torch.empty(1, 64, dtype=torch.bfloat16, device="cuda")
+    for bad in (0x7F01, 0x0102, 0x0100, 1 << 16 | 0x7E01):
+        with pytest.raises(ValueError, match="scale_bytes"):
+            cuda_backend.fused_mma(a, packed, scales, g, None, out, tiled=(*tiled, bad))
+        # the library refuses it too (cudaErrorInvalidValue), for callers that skip the Python checks
+        err = cuda_backend.load_library().nvfp4_launch_fused_tiled(
+            a.data_ptr(), tiled[0].data_ptr(), tiled[1].data_ptr(), g.data_ptr(), None, out.data_ptr(), None, None,
+            1, 64, 256, 1, 1, torch.cuda.current_stream().cuda_stream, bad)
+        assert err == 1, (hex(bad), err)
+
+
+@pytest.mark.parametrize("m", [1, 8, 9, 16, 17, 32, 64, 256])
+def test_every_launch_runs_at_the_occupancy_its_split_count_assumes(m: int) -> None:
+    """The host picks a split count for nvfp4_fused_occupancy(m) resident blocks per SM (the
+    row-major kernel's). The tile-contiguous kernel needs fewer registers at M = 1 with the
+    last-block sum (56, not 64), which alone would fit 9 blocks where 8 were assumed (3% slower
+    with the L2 flushed); its launch holds it to the assumed occupancy by shared memory."""
+    lib = cuda_backend.load_library()
+    assumed = lib.nvfp4_fused_occupancy(m)
+    assert assumed >= 1
+    for tiled in (0, 1):
+        for last_block in (0, 1):
+            got = lib.nvfp4_fused_launch_occupancy(m, tiled, last_block)
+            if last_block and m > cuda_backend.LAST_BLOCK_MAX_M:
+                assert 1 <= got <= assumed, (m, tiled)  # a sum no launch of this M takes: never more
+            else:
+                assert got == assumed, (m, tiled, last_block)
+    assert lib.nvfp4_fused_launch_occupancy(0, 1, 0) < 0 and lib.nvfp4_fused_launch_occupancy(257, 0, 0) < 0

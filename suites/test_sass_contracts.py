@@ -197,7 +197,7 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
     assert len(chosen) == 24, (f"one instantiation per M tile configuration, block width, split-K sum "
                                f"(finalize, last block) and weight layout, got {sorted(chosen)}")
     assert sum("ELi8ELb" in name for name in chosen) == 8, sorted(chosen)
-    assert sum(name.endswith("ELb1EEEvPKhS3_S3_PKfPKtPtPfiiiiiiPii") for name in chosen) == 12, sorted(chosen)
+    assert sum(name.endswith("ELb1EEEvPKhS3_S3_PKfPKtPtPfiiiiiiPiii") for name in chosen) == 12, sorted(chosen)
     for name, ins in chosen.items():
         problems = check_fused(ins)
         last_block, _tiled = re.search(r"ELi\d+ELb([01])ELb([01])E", name).groups()

@@ -423,11 +423,12 @@ class Runner:
             self.measure("gemv", section, m, n, k, verify, run)
             self.cublas_row(ops, a, section)
 
-    def fused_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, Any] | None = None) -> None:
+    def fused_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, ...] | None = None) -> None:
         """The fused tensor-core path at M = a.shape[0], with the split count the dispatcher uses.
-        With ``tiled`` (nvfp4_kernels.layout.tile_weights of the operands, what ``layout.register``
-        gives the dispatcher, made once before the rows as a runtime would at load time) it reads
-        the tile-contiguous copy: kernel ``fused_mma_tiled``, the same split count and bits."""
+        With ``tiled`` (nvfp4_kernels.layout.tiled_weight of the operands, what ``layout.register``
+        gives the dispatcher: the tiled copy and its scale-byte range, made once before the rows as
+        a runtime would at load time) it reads the tile-contiguous copy: kernel
+        ``fused_mma_tiled``, the same split count and bits."""
         m = a.shape[0]
         kernel = "fused_mma" if tiled is None else "fused_mma_tiled"
         out = self._poisoned((m, ops.n), 0x7FC7 if tiled is None else 0x7FC8)
@@ -449,7 +450,7 @@ class Runner:
         from nvfp4_kernels import layout
 
         ops = self.operands(n, k)
-        tiled = layout.tile_weights(ops.packed, ops.scales) if k % layout.STEP_K == 0 else None
+        tiled = layout.tiled_weight(ops.packed, ops.scales) if k % layout.STEP_K == 0 else None
         a_all = self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
         for m in ms:
             if m <= GEMV_KERNEL_MAX_M:

@@ -168,8 +168,8 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "fused-tiled-step-slip", "kernels/cuda/fused_mma.cu",
         "fused_mma on tile-contiguous weights advances half a step's 4 KB per K step, so from the "
         "second step on it reads the wrong rows' bytes (test_layout_gpu)",
-        "  static constexpr int64_t kWStep = TILED ? 64 * 64 : 64;",
-        "  static constexpr int64_t kWStep = TILED ? 64 * 32 : 64;"),
+        "  static constexpr int64_t kWStep = 64 * 64;  // bytes a step advances the sources",
+        "  static constexpr int64_t kWStep = 64 * 32;  // bytes a step advances the sources"),
     Mutation(
         "gemv-scale-index-slip", "kernels/cuda/gemv.cu",
         "GEMV: words 1 and 3 of a row read the next half-row's scale",
@@ -196,6 +196,12 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "(test_layout_gpu: the tiled bits no longer equal the row-major ones)",
         "  const uint32_t hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ ((w << 4) & 0x80808080u);",
         "  const uint32_t hi47 = prmt(tb.hi03, tb.hi47, mag47);"),
+    Mutation(
+        "fused-scale-range-unchecked", "kernels/cuda/fused_mma.cu",
+        "fused_mma on a tiled weight with a scale-byte range skips the per-step range test without "
+        "checking the range's ends against the table for the global scale (test_layout_gpu)",
+        "  return table_ok<T>(ends.x * gs) && table_ok<T>(ends.y * gs);",
+        "  return ends.x == ends.x;"),
     Mutation(
         "fused-placed-multiply-unrestored", "kernels/cuda/fused_mma.cu",
         "fused_mma's multiply decode reads tile-contiguous words without putting their signs back "

@@ -33,7 +33,7 @@ def main() -> None:
             if kernel == "gemv":
                 cuda_backend.gemv(a, packed, scales, g, None, out)
             else:
-                tiled = layout.tile_weights(packed, scales) if kernel == "fused_mma_tiled" else None
+                tiled = layout.tiled_weight(packed, scales) if kernel == "fused_mma_tiled" else None
                 cuda_backend.fused_mma(a, packed, scales, g, None, out, tiled=tiled)
         else:
             out = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")

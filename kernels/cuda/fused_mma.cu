@@ -22,10 +22,13 @@
 // (nvfp4_launch_fused), where a step of a 64-row tile is 64 pieces of 64 bytes K/2 bytes apart, or
 // the tile-contiguous copy nvfp4_kernels.layout makes once per weight (nvfp4_launch_fused_tiled),
 // where it is one 4 KB piece and one 512-byte piece, with each word's sign bits placed where the
-// table decode applies them (mma_decode.cuh, place_signs). The copies' source addresses and
-// per-step strides (Loader's TILED) and the word decode (PLACED) differ; the values reaching each
-// thread are the same, so the bits are too. The row-major access pattern alone held the weight
-// stream to about 1.8 TB/s on the H200 (benchmarks/NOTES.md).
+// table decode applies them (mma_decode.cuh, place_signs). The copies (Loader, TiledLoader) and
+// the word decode (PLACED) differ; the values reaching each thread are the same, so the bits are
+// too. The row-major access pattern alone held the weight stream to about 1.8 TB/s on the H200
+// (benchmarks/NOTES.md). A tiled launch may also carry the weight's scale-byte range
+// (nvfp4_kernels.layout.scale_byte_range, which layout.register keeps): where both of its ends lie
+// in the table's range for the global scale, every block does, and the K loop runs without the
+// per-step range test and its vote (scale_bytes_in_table).
 //
 // Bits. Every output element is accumulated by one thread's fp32 registers, MMA after MMA in the
 // same K order whatever MT and RT are. When the grid also splits K (too few tiles to fill the
@@ -115,62 +118,90 @@ __device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) &
 
 __device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
-// One thread's share of a stage's copies for the whole K walk. Every copy of a thread lies a
-// fixed distance from its first one inside a stage (i = threadIdx.x + j * threads: rows 32 j
-// apart at 64 or 8 bytes, activation rows 8 j apart at 256 bytes, with the same swizzle), so a
-// thread keeps one destination offset per operand and its copies' offsets are immediates; the
-// sources are the next step's addresses and every load advances them by one step (64, 8 and 256
-// bytes row-major). Rows past N or M copy nothing (cp.async zero-fills), and their sources are
-// those of row 0, which stay inside the operand as they advance, so tail tiles need no other
-// masking and no copy's address depends on the step.
-// TILED: the weights and scales come in the tile-contiguous layout (nvfp4_launch_fused_tiled):
-// a 64-row tile's 64 packed bytes and 8 scale bytes per row of one K step are 4 KB and 512 B in
-// one piece, a tile's steps one after another, so a step advances 4096 and 512 bytes.
-template <int MT, int RT, int WARPS, bool TILED = false>
+// Copy j of `items` 16-byte chunks exists for this thread in a block of `threads` (the last round
+// of a count that the threads do not divide is partial).
+template <int kThreads>
+__device__ __forceinline__ bool copy_exists(int j, int items) {
+  return items % kThreads == 0 || static_cast<int>(threadIdx.x) + j * kThreads < items;
+}
+
+// One thread's copies of the activation tile (both weight layouts take them alike): 256 bytes per
+// activation row and step, XOR-swizzled (act_chunk); a thread's copies are activation rows 8 j
+// apart with the same swizzle, so copy 0's destination offset and an immediate stride place them.
+// Rows past M copy nothing (cp.async zero-fills) from row 0's addresses.
+template <int MT, int RT, int WARPS>
+struct ActivationCopies {
+  using TL = Tile<MT, RT, WARPS>;
+  static constexpr int kChunks = TL::kActRows * 16;  // 16-byte chunks of activations
+  static constexpr int kIters = (kChunks + TL::kThreads - 1) / TL::kThreads;
+  static constexpr int kDstStride = TL::kThreads / 16 * 256;
+  static_assert(TL::kThreads % 32 == 0, "the activation swizzle of copy j must equal copy 0's");
+  const uint8_t* src[kIters];
+  uint32_t dst;  // copy 0's offset inside a stage
+  bool ok[kIters];
+
+  __device__ __forceinline__ void init(const uint8_t* a, int m, int k, int m0, int step0) {
+    const int tid = static_cast<int>(threadIdx.x);
+    {
+      const int r = tid >> 4, c = tid & 15;
+      dst = TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16;
+    }
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) {
+      const int i = tid + j * TL::kThreads;
+      const int r = i >> 4, c = i & 15;
+      ok[j] = i < kChunks && m0 + r < m;
+      src[j] = a + ((ok[j] ? static_cast<int64_t>(m0 + r) * k : 0) + c * 8 + step0 * 128) * 2;  // 2-byte values
+    }
+  }
+
+  // Copy the next step into the stage at shared address `stage`, then advance to the step after.
+  __device__ __forceinline__ void load(uint32_t stage) {
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) {
+      if (copy_exists<TL::kThreads>(j, kChunks)) cp_async16(stage + dst + j * kDstStride, src[j], ok[j]);
+      src[j] += 256;
+    }
+  }
+};
+
+// One thread's share of a stage's copies for the whole K walk, on the contract's row-major
+// weights. Every copy of a thread lies a fixed distance from its first one inside a stage
+// (i = threadIdx.x + j * threads: rows 32 j apart at 64 or 8 bytes, activation rows 8 j apart at
+// 256 bytes, with the same swizzle), so a thread keeps one destination offset per operand and its
+// copies' offsets are immediates; the sources are the next step's addresses and every load
+// advances them by one step (64, 8 and 256 bytes). Rows past N or M copy nothing (cp.async
+// zero-fills), and their sources are those of row 0, which stay inside the operand as they
+// advance, so tail tiles need no other masking and no copy's address depends on the step.
+template <int MT, int RT, int WARPS>
 struct Loader {
   using TL = Tile<MT, RT, WARPS>;
   static constexpr int kWChunks = TL::kRows * 4;    // 16-byte chunks of packed weights
-  static constexpr int kAChunks = TL::kActRows * 16;  // 16-byte chunks of activations
   static constexpr int kWIters = (kWChunks + TL::kThreads - 1) / TL::kThreads;
   static constexpr int kSIters = (TL::kRows + TL::kThreads - 1) / TL::kThreads;
-  static constexpr int kAIters = (kAChunks + TL::kThreads - 1) / TL::kThreads;
   // the distance between a thread's consecutive copies inside a stage
   static constexpr int kWDstStride = TL::kThreads / 4 * 64;
   static constexpr int kSDstStride = TL::kThreads * 8;
-  static constexpr int kADstStride = TL::kThreads / 16 * 256;
-  static_assert(TL::kThreads % 32 == 0, "the activation swizzle of copy j must equal copy 0's");
   const uint8_t* w_src[kWIters];
   const uint8_t* s_src[kSIters];
-  const uint8_t* a_src[kAIters];
-  uint32_t w_dst, s_dst, a_dst;  // copy 0's offsets inside a stage
-  bool w_ok[kWIters], s_ok[kSIters], a_ok[kAIters];
+  ActivationCopies<MT, RT, WARPS> act;
+  uint32_t w_dst, s_dst;  // copy 0's offsets inside a stage
+  bool w_ok[kWIters], s_ok[kSIters];
 
   // byte offset of row `row`'s step-0 packed bytes (per_row: 64, scales 8)
   static __device__ __forceinline__ int64_t row_offset(int row, int k, int per_row) {
-    if constexpr (TILED) {
-      return (static_cast<int64_t>(row >> 6) * (k / kStepK) * 64 + (row & 63)) * per_row;
-    } else {
-      return static_cast<int64_t>(row) * (k / kStepK) * per_row;
-    }
+    return static_cast<int64_t>(row) * (k / kStepK) * per_row;
   }
-  static constexpr int64_t kWStep = TILED ? 64 * 64 : 64;  // bytes a step advances the sources
-  static constexpr int64_t kSStep = TILED ? 64 * 8 : 8;
+  static constexpr int64_t kWStep = 64;  // bytes a step advances the sources
+  static constexpr int64_t kSStep = 8;
 
-  // Copy j of an operand exists for this thread (the last round of a count that the threads do
-  // not divide is partial).
-  static __device__ __forceinline__ bool exists(int j, int items) {
-    return items % TL::kThreads == 0 || static_cast<int>(threadIdx.x) + j * TL::kThreads < items;
-  }
+  static __device__ __forceinline__ bool exists(int j, int items) { return copy_exists<TL::kThreads>(j, items); }
 
   __device__ __forceinline__ Loader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m, int n,
                                     int k, int n0, int m0, int step0) {
     const int tid = static_cast<int>(threadIdx.x);
     w_dst = (tid >> 2) * 64 + (tid & 3) * 16;
     s_dst = TL::kWBytes + tid * 8;
-    {
-      const int r = tid >> 4, c = tid & 15;
-      a_dst = TL::kWBytes + TL::kSBytes + r * 256 + act_chunk(c, r) * 16;
-    }
 #pragma unroll
     for (int j = 0; j < kWIters; ++j) {
       const int i = tid + j * TL::kThreads;
@@ -184,13 +215,7 @@ struct Loader {
       s_ok[j] = r < TL::kRows && n0 + r < n;
       s_src[j] = scales + (s_ok[j] ? row_offset(n0 + r, k, 8) : 0) + step0 * kSStep;
     }
-#pragma unroll
-    for (int j = 0; j < kAIters; ++j) {
-      const int i = tid + j * TL::kThreads;
-      const int r = i >> 4, c = i & 15;
-      a_ok[j] = i < kAChunks && m0 + r < m;
-      a_src[j] = a + ((a_ok[j] ? static_cast<int64_t>(m0 + r) * k : 0) + c * 8 + step0 * 128) * 2;  // 2-byte values
-    }
+    act.init(a, m, k, m0, step0);
   }
 
   // Copy the next step into the stage at shared address `stage`, then advance to the step after.
@@ -205,11 +230,74 @@ struct Loader {
       if (exists(j, TL::kRows)) cp_async8(stage + s_dst + j * kSDstStride, s_src[j], s_ok[j]);
       s_src[j] += kSStep;
     }
+    act.load(stage);
+  }
+};
+
+// The same copies on the tile-contiguous layout (nvfp4_launch_fused_tiled), where a 64-row tile's
+// 64 packed bytes and 8 scale bytes per row of one K step are one 4 KB and one 512-byte piece, a
+// tile's steps one after another. Inside a tile every row exists in memory (rows past N are
+// zero padding), so the copies of one tile come from one source at immediate offsets and need
+// no mask; only a tile past the last (a 128-row block over N = 130, say) copies nothing, from
+// tile 0's addresses. The scale bytes move in 16-byte copies by the first warps (32 threads per
+// 512-byte piece: a whole warp copies or none does). The stage's bytes are where Loader puts them
+// (row r's packed bytes at 64 r, its scale bytes at kWBytes + 8 r), so compute_stage reads both
+// alike.
+template <int MT, int RT, int WARPS>
+struct TiledLoader {
+  using TL = Tile<MT, RT, WARPS>;
+  static constexpr int kTiles = TL::kRows / 64;                    // 64-row tiles of a block
+  static constexpr int kWPerTile = 64 * 4 / TL::kThreads > 0 ? 64 * 4 / TL::kThreads : 1;  // 16-byte copies
+  static constexpr int kTilesPerW = TL::kThreads / (64 * 4) > 0 ? TL::kThreads / (64 * 4) : 1;
+  static constexpr int kWSources = kTiles / kTilesPerW;            // tiles one thread copies from
+  static constexpr int kSThreads = TL::kRows * 8 / 16;              // threads with a 16-byte scale copy
+  static constexpr int64_t kWStep = 64 * 64;  // bytes a step advances the sources
+  static constexpr int64_t kSStep = 64 * 8;
+  static_assert(TL::kRows % 64 == 0 && kTiles % kTilesPerW == 0, "whole 64-row tiles per block");
+  static_assert(kSThreads % 32 == 0 && kSThreads <= TL::kThreads, "whole warps copy the scales, once each");
+  const uint8_t* w_src[kWSources];
+  const uint8_t* s_src;
+  ActivationCopies<MT, RT, WARPS> act;
+  bool w_ok[kWSources], s_ok;
+
+  __device__ __forceinline__ TiledLoader(const uint8_t* packed, const uint8_t* scales, const uint8_t* a, int m,
+                                         int n, int k, int n0, int m0, int step0) {
+    const int tid = static_cast<int>(threadIdx.x);
+    const int tiles_n = (n + 63) / 64;
+    const int64_t steps = k / kStepK;
+    // stage byte tid * 16 + j * threads * 16 = row r's chunk c: tile (tid * 16 + j * threads * 16) / 4096
 #pragma unroll
-    for (int j = 0; j < kAIters; ++j) {
-      if (exists(j, kAChunks)) cp_async16(stage + a_dst + j * kADstStride, a_src[j], a_ok[j]);
-      a_src[j] += 256;
+    for (int j = 0; j < kWSources; ++j) {
+      const int tile = n0 / 64 + (tid * 16 + j * kWPerTile * TL::kThreads * 16) / 4096;
+      w_ok[j] = tile < tiles_n;
+      const int64_t offset = (static_cast<int64_t>(w_ok[j] ? tile : 0) * steps + step0) * kWStep;
+      w_src[j] = packed + offset + (tid * 16) % 4096;
     }
+    {
+      const int byte = tid < kSThreads ? tid * 16 : 0;  // stage byte kWBytes + byte: tile byte / 512
+      const int tile = n0 / 64 + byte / 512;
+      s_ok = tile < tiles_n;
+      s_src = scales + (static_cast<int64_t>(s_ok ? tile : 0) * steps + step0) * kSStep + byte % 512;
+    }
+    act.init(a, m, k, m0, step0);
+  }
+
+  __device__ __forceinline__ void load(uint32_t stage) {
+    const uint32_t w_dst = static_cast<uint32_t>(threadIdx.x) * 16;
+#pragma unroll
+    for (int j = 0; j < kWSources; ++j) {
+#pragma unroll
+      for (int c = 0; c < kWPerTile; ++c) {
+        cp_async16(stage + w_dst + (j * kWPerTile + c) * TL::kThreads * 16, w_src[j] + c * TL::kThreads * 16,
+                   w_ok[j]);
+      }
+      w_src[j] += kWStep;
+    }
+    if (kSThreads == TL::kThreads || static_cast<int>(threadIdx.x) < kSThreads) {
+      cp_async16(stage + TL::kWBytes + static_cast<uint32_t>(threadIdx.x) * 16, s_src, s_ok);
+    }
+    s_src += kSStep;
+    act.load(stage);
   }
 };
 
@@ -312,7 +400,10 @@ __device__ __forceinline__ void stage_by_multiply(const uint4 (&w)[RT][2], const
   }
 }
 
-template <typename T, int MT, int RT, int WARPS, bool PLACED>
+// CHECKED: each warp tests its K step's scales against the table's range and takes the multiply
+// decode when one is outside it; without, the launch has shown that every scale of the weight is
+// inside it (scale_bytes_in_table, for a registered weight) and the table is taken throughout.
+template <typename T, int MT, int RT, int WARPS, bool PLACED, bool CHECKED = true>
 __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, int warp, int g, int t,
                                               float (&acc)[RT][MT][4]) {
   using TL = Tile<MT, RT, WARPS>;
@@ -335,11 +426,13 @@ __device__ __forceinline__ void compute_stage(const uint8_t* stage, float gs, in
     sc[r][1] = s0.y * gs;  // row g, values 32t+16..32t+31
     sc[r][2] = s1.x * gs;  // row g+8
     sc[r][3] = s1.y * gs;
+    if constexpr (CHECKED) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) table &= table_ok<T>(sc[r][i]);
+      for (int i = 0; i < 4; ++i) table &= table_ok<T>(sc[r][i]);
+    }
   }
   // one branch for the whole warp (mma.sync.aligned): the table when every lane's blocks allow it
-  if (__all_sync(0xFFFFFFFFu, table)) {
+  if (!CHECKED || __all_sync(0xFFFFFFFFu, table)) {
     stage_by_table<T, MT, RT, PLACED>(w, sc, a_s, g, t, acc);
   } else {
     stage_by_multiply<T, MT, RT, PLACED>(w, sc, a_s, g, t, acc);
@@ -415,15 +508,71 @@ __device__ __noinline__ void last_block_reduce(const float* __restrict__ partial
 // 0 leaves the choice to ptxas, as a __launch_bounds__ without the argument does.
 constexpr int last_block_min_blocks(int mt, bool last_block) { return last_block && mt == 2 ? 6 : 0; }
 
+// Blocks per SM asked of ptxas for tile-contiguous weights, whose kernels carry two K loops
+// (compute_stage's CHECKED) and so more live code. Left to itself (no minimum), ptxas kept the
+// wide block (8 warps) at 80 registers and the 128-row, 32-activation-row tile at 128, and moved
+// values to local memory, inside the K loop too. Asking for the occupancy the row-major kernel
+// has (tiling.FUSED_OCCUPANCY_H200: 3 blocks for that tile, 2 for the 64-row activation tile; one
+// for the wide block, which runs where the grid has at most one block per SM) gives them the
+// registers instead. Row-major launches keep their allocation.
+constexpr int tiled_min_blocks(int warps, int mt, int rt, bool tiled, int otherwise) {
+  return !tiled ? otherwise : warps == 2 * kWarps ? 1 : rt == 2 ? (mt == 4 ? 3 : 2) : otherwise;
+}
+
+// The K loop over a block's steps: the ring of kStages stages, the slot the next load fills
+// (shared-window address) and the slot the next step computes on, each moved on by one stage after
+// use, back to the first at the end. CHECKED: compute_stage's per-step range test (see there).
+template <typename T, int MT, int RT, int WARPS, bool PLACED, bool CHECKED, typename L>
+__device__ __forceinline__ void k_loop(L& loader, uint8_t* smem, int steps, float gs, int warp, int g, int t,
+                                       float (&acc)[RT][MT][4]) {
+  using TL = Tile<MT, RT, WARPS>;
+  constexpr int kRing = kStages;
+  const uint32_t ring = smem_addr(smem);
+  const uint32_t ring_last = ring + (kRing - 1) * TL::kStageBytes;
+  uint32_t load_slot = ring;
+#pragma unroll
+  for (int s = 0; s < kRing - 1; ++s) {
+    if (s < steps) loader.load(load_slot);
+    cp_async_commit();  // empty groups keep the wait count uniform
+    load_slot += TL::kStageBytes;
+  }
+  const uint8_t* compute_slot = smem;
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<kRing - 2>();
+    __syncthreads();  // step s is in shared memory for every thread; step s-1's buffer is free
+    if (s + kRing - 1 < steps) loader.load(load_slot);
+    cp_async_commit();
+    load_slot = load_slot == ring_last ? ring : load_slot + TL::kStageBytes;
+    compute_stage<T, MT, RT, WARPS, PLACED, CHECKED>(compute_slot, gs, warp, g, t, acc);
+    compute_slot = compute_slot == smem + (kRing - 1) * TL::kStageBytes ? smem : compute_slot + TL::kStageBytes;
+  }
+}
+
+// Every scale of the launch's weight lies in the table's range: the caller vouches that each scale
+// byte of the weight's rows lies in [lo, hi] (scale_bytes = lo | hi << 8, 1 <= lo <= hi <= 0x7E:
+// positive, finite, non-zero E4M3 values; 0 when it does not know), and s = fp32(e4m3 * g) is
+// monotone in such bytes for every g, so both ends in range put every block of the weight in it.
+// The same conversion and product as compute_stage's, so the same s.
+template <typename T>
+__device__ __forceinline__ bool scale_bytes_in_table(int scale_bytes, float gs) {
+  const int lo = scale_bytes & 0xFF, hi = (scale_bytes >> 8) & 0xFF;
+  if (scale_bytes >> 16 || lo < 1 || lo > hi || hi > 0x7E) return false;
+  const float2 ends = e4m3x2_to_f32(static_cast<uint32_t>(scale_bytes));
+  return table_ok<T>(ends.x * gs) && table_ok<T>(ends.y * gs);
+}
+
 // LAST_BLOCK: this instantiation sums the K splits itself (last_block_reduce). It is its own
 // instantiation so that every other launch runs exactly the code it ran before that sum existed.
+// TILED: the weights come in the tile-contiguous layout (TiledLoader, placed signs), and a launch
+// whose scale_bytes puts every scale in the table's range runs the K loop without the per-step
+// range test (row-major launches pass 0).
 template <typename T, int MT, int RT, int WARPS, bool LAST_BLOCK, bool TILED = false>
-__global__ void __launch_bounds__(WARPS * 32, last_block_min_blocks(MT, LAST_BLOCK))
+__global__ void __launch_bounds__(WARPS * 32, tiled_min_blocks(WARPS, MT, RT, TILED, last_block_min_blocks(MT, LAST_BLOCK)))
 nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                        const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                        const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
                        float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
-                       int steps_per_split, int* __restrict__ counters, int splits) {
+                       int steps_per_split, int* __restrict__ counters, int splits, int scale_bytes) {
   using TL = Tile<MT, RT, WARPS>;
   extern __shared__ __align__(16) uint8_t smem[];
   // m tile fastest: blocks that share weight rows run together and find them in L2
@@ -449,28 +598,16 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][i][c] = 0.f;
 
-  Loader<MT, RT, WARPS, TILED> loader(packed, scales, a, m, n, k, n0, m0, step_begin);
-  // the ring of kStages stages: the slot the next load fills (shared-window address) and the slot
-  // the next step computes on, each moved on by one stage after use, back to the first at the end
-  constexpr int kRing = kStages;
-  const uint32_t ring = smem_addr(smem);
-  const uint32_t ring_last = ring + (kRing - 1) * TL::kStageBytes;
-  uint32_t load_slot = ring;
-#pragma unroll
-  for (int s = 0; s < kRing - 1; ++s) {
-    if (s < steps) loader.load(load_slot);
-    cp_async_commit();  // empty groups keep the wait count uniform
-    load_slot += TL::kStageBytes;
-  }
-  const uint8_t* compute_slot = smem;
-  for (int s = 0; s < steps; ++s) {
-    cp_async_wait<kRing - 2>();
-    __syncthreads();  // step s is in shared memory for every thread; step s-1's buffer is free
-    if (s + kRing - 1 < steps) loader.load(load_slot);
-    cp_async_commit();
-    load_slot = load_slot == ring_last ? ring : load_slot + TL::kStageBytes;
-    compute_stage<T, MT, RT, WARPS, TILED>(compute_slot, gs, warp, g, t, acc);
-    compute_slot = compute_slot == smem + (kRing - 1) * TL::kStageBytes ? smem : compute_slot + TL::kStageBytes;
+  if constexpr (TILED) {
+    TiledLoader<MT, RT, WARPS> loader(packed, scales, a, m, n, k, n0, m0, step_begin);
+    if (scale_bytes_in_table<T>(scale_bytes, gs)) {
+      k_loop<T, MT, RT, WARPS, true, false>(loader, smem, steps, gs, warp, g, t, acc);
+    } else {
+      k_loop<T, MT, RT, WARPS, true, true>(loader, smem, steps, gs, warp, g, t, acc);
+    }
+  } else {
+    Loader<MT, RT, WARPS> loader(packed, scales, a, m, n, k, n0, m0, step_begin);
+    k_loop<T, MT, RT, WARPS, false, true>(loader, smem, steps, gs, warp, g, t, acc);
   }
 
   // C fragment: c0, c1 = weight row g, activation rows 2t, 2t+1; c2, c3 = weight row g + 8.
@@ -537,75 +674,6 @@ __host__ __device__ constexpr int block_warps(int m, int64_t n, int splits, int 
                                                                                                         : kWarps;
 }
 
-template <typename T, int MT, int RT, int WARPS, bool TILED>
-cudaError_t launch_config(const void* a, const void* packed, const void* scales, const void* g,
-                          const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
-                          int splits, cudaStream_t stream) {
-  using TL = Tile<MT, RT, WARPS>;
-  const bool last_block = splits > 1 && counters != nullptr;
-  auto kernel = last_block ? nvfp4_fused_mma_kernel<T, MT, RT, WARPS, true, TILED>
-                           : nvfp4_fused_mma_kernel<T, MT, RT, WARPS, false, TILED>;
-  static int configured_for[2] = {-1, -1};  // the device whose shared-memory limit was raised last
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (configured_for[last_block] != dev) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
-    if (err != cudaSuccess) return err;
-    configured_for[last_block] = dev;
-  }
-  const int n_tiles = (n + TL::kRows - 1) / TL::kRows;
-  const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
-  const int total_steps = k / kStepK;
-  const int steps_per_split = (total_steps + splits - 1) / splits;
-  const unsigned blocks = static_cast<unsigned>(n_tiles) * m_tiles * splits;
-  const unsigned short* b = static_cast<const unsigned short*>(bias);
-  unsigned short* o = static_cast<unsigned short*>(out);
-  float* part = splits > 1 ? workspace : nullptr;
-  const uint8_t* a8 = static_cast<const uint8_t*>(a);
-  const uint8_t* p8 = static_cast<const uint8_t*>(packed);
-  const uint8_t* s8 = static_cast<const uint8_t*>(scales);
-  const float* gf = static_cast<const float*>(g);
-  int* count = last_block ? counters : nullptr;
-  kernel<<<blocks, TL::kThreads, TL::kSmemBytes, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
-                                                           steps_per_split, count, splits);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || splits <= 1 || last_block) return err;
-  return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
-}
-
-template <typename T, int MT, bool TILED>
-cudaError_t launch_large(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
-                         void* out, float* workspace, int* counters, int m, int n, int k, int splits,
-                         cudaStream_t stream) {
-  static_assert(kRtLarge == 2, "the wide block halves two row tiles per warp");
-  if (block_warps(m, n, splits, device_sms()) == 2 * kWarps) {
-    return launch_config<T, MT, 1, 2 * kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
-                                                      splits, stream);
-  }
-  return launch_config<T, MT, kRtLarge, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
-                                                       k, splits, stream);
-}
-
-template <typename T, bool TILED>
-cudaError_t launch_fused(const void* a, const void* packed, const void* scales, const void* g,
-                         const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
-                         int splits, cudaStream_t stream) {
-  const Config c = config_for(m);
-  if (c.mt == 1) {
-    return launch_config<T, 1, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
-                                                        k, splits, stream);
-  }
-  if (c.mt == 2) {
-    return launch_config<T, 2, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
-                                                        k, splits, stream);
-  }
-  if (c.mt == 4) {
-    return launch_large<T, 4, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
-  }
-  return launch_large<T, 8, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream);
-}
-
 // The narrow block's occupancy: the one the host's split count is chosen for.
 template <int MT, int RT>
 int occupancy_of() {
@@ -624,10 +692,149 @@ int occupancy_of() {
   return blocks;
 }
 
+// The dynamic shared memory that holds `kernel` to at most `target` resident blocks per SM:
+// `smem`, or more where the kernel alone would fit more. The host's split count is chosen for the
+// row-major kernel's occupancy (occupancy_of); a tile-contiguous instantiation that needs fewer
+// registers (56 instead of 64 at M = 1 with the last-block sum) would otherwise run 9 blocks per
+// SM where the count assumed 8, which measured 3% slower with the L2 flushed (benchmarks/NOTES.md).
+// Asked once per kernel and device; on any CUDA error the kernel keeps `smem`.
+template <typename Kernel>
+int smem_for_occupancy(Kernel kernel, int threads, int smem, int target) {
+  int dev = 0, limit = 0;
+  if (target < 1 || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    return smem;
+  }
+  for (int s = smem; s <= limit; s += 256) {
+    int blocks = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, s) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, s) != cudaSuccess) {
+      return smem;
+    }
+    if (blocks <= target) return s;
+  }
+  return smem;
+}
+
+// The kernel a launch of this configuration takes (LAST_BLOCK: with the in-launch split-K sum).
+template <typename T, int MT, int RT, int WARPS, bool TILED>
+auto kernel_of(bool last_block) {
+  return last_block ? nvfp4_fused_mma_kernel<T, MT, RT, WARPS, true, TILED>
+                    : nvfp4_fused_mma_kernel<T, MT, RT, WARPS, false, TILED>;
+}
+
+// The dynamic shared memory a launch of the configuration uses on the current device, its limit
+// raised there once (a negative cudaError_t on failure): the stages' bytes, held to the split
+// model's occupancy on tile-contiguous weights (smem_for_occupancy).
+template <typename T, int MT, int RT, int WARPS, bool TILED>
+int configured_smem(bool last_block) {
+  using TL = Tile<MT, RT, WARPS>;
+  static int configured_for[2] = {-1, -1};  // the device whose shared-memory limit was raised last
+  static int smem_of[2] = {TL::kSmemBytes, TL::kSmemBytes};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (configured_for[last_block] != dev) {
+    const auto kernel = kernel_of<T, MT, RT, WARPS, TILED>(last_block);
+    int smem = TL::kSmemBytes;
+    if constexpr (TILED && WARPS == kWarps) {
+      smem = smem_for_occupancy(kernel, TL::kThreads, smem, occupancy_of<MT, RT>());
+    }
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return -static_cast<int>(err);
+    smem_of[last_block] = smem;
+    configured_for[last_block] = dev;
+  }
+  return smem_of[last_block];
+}
+
+template <typename T, int MT, int RT, int WARPS, bool TILED>
+cudaError_t launch_config(const void* a, const void* packed, const void* scales, const void* g,
+                          const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
+                          int splits, cudaStream_t stream, int scale_bytes) {
+  using TL = Tile<MT, RT, WARPS>;
+  const bool last_block = splits > 1 && counters != nullptr;
+  const auto kernel = kernel_of<T, MT, RT, WARPS, TILED>(last_block);
+  const int smem = configured_smem<T, MT, RT, WARPS, TILED>(last_block);
+  if (smem < 0) return static_cast<cudaError_t>(-smem);
+  const int n_tiles = (n + TL::kRows - 1) / TL::kRows;
+  const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
+  const int total_steps = k / kStepK;
+  const int steps_per_split = (total_steps + splits - 1) / splits;
+  const unsigned blocks = static_cast<unsigned>(n_tiles) * m_tiles * splits;
+  const unsigned short* b = static_cast<const unsigned short*>(bias);
+  unsigned short* o = static_cast<unsigned short*>(out);
+  float* part = splits > 1 ? workspace : nullptr;
+  const uint8_t* a8 = static_cast<const uint8_t*>(a);
+  const uint8_t* p8 = static_cast<const uint8_t*>(packed);
+  const uint8_t* s8 = static_cast<const uint8_t*>(scales);
+  const float* gf = static_cast<const float*>(g);
+  int* count = last_block ? counters : nullptr;
+  kernel<<<blocks, TL::kThreads, smem, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
+                                                           steps_per_split, count, splits, scale_bytes);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || splits <= 1 || last_block) return err;
+  return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
+}
+
+template <typename T, int MT, bool TILED>
+cudaError_t launch_large(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                         void* out, float* workspace, int* counters, int m, int n, int k, int splits,
+                         cudaStream_t stream, int scale_bytes) {
+  static_assert(kRtLarge == 2, "the wide block halves two row tiles per warp");
+  if (block_warps(m, n, splits, device_sms()) == 2 * kWarps) {
+    return launch_config<T, MT, 1, 2 * kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k,
+                                                      splits, stream, scale_bytes);
+  }
+  return launch_config<T, MT, kRtLarge, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
+                                                       k, splits, stream, scale_bytes);
+}
+
+template <typename T, bool TILED>
+cudaError_t launch_fused(const void* a, const void* packed, const void* scales, const void* g,
+                         const void* bias, void* out, float* workspace, int* counters, int m, int n, int k,
+                         int splits, cudaStream_t stream, int scale_bytes) {
+  const Config c = config_for(m);
+  if (c.mt == 1) {
+    return launch_config<T, 1, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
+                                                        k, splits, stream, scale_bytes);
+  }
+  if (c.mt == 2) {
+    return launch_config<T, 2, kRtSmall, kWarps, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n,
+                                                        k, splits, stream, scale_bytes);
+  }
+  if (c.mt == 4) {
+    return launch_large<T, 4, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream, scale_bytes);
+  }
+  return launch_large<T, 8, TILED>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, splits, stream, scale_bytes);
+}
+
+// Resident blocks per SM that a launch of the narrow configuration for M gets (bf16, at the
+// shared memory configured_smem gives it), or -1 on a CUDA error.
+template <int MT, int RT, bool TILED>
+int launch_occupancy(bool last_block) {
+  const int smem = configured_smem<__nv_bfloat16, MT, RT, kWarps, TILED>(last_block);
+  int blocks = 0;
+  if (smem < 0 || cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                      &blocks, kernel_of<__nv_bfloat16, MT, RT, kWarps, TILED>(last_block), Tile<MT, RT>::kThreads,
+                      smem) != cudaSuccess) {
+    return -1;
+  }
+  return blocks;
+}
+
+template <bool TILED>
+int launch_occupancy_for(int32_t m, bool last_block) {
+  const Config c = config_for(m);
+  if (c.mt == 1) return launch_occupancy<1, kRtSmall, TILED>(last_block);
+  if (c.mt == 2) return launch_occupancy<2, kRtSmall, TILED>(last_block);
+  if (c.mt == 4) return launch_occupancy<4, kRtLarge, TILED>(last_block);
+  return launch_occupancy<8, kRtLarge, TILED>(last_block);
+}
+
 template <bool TILED>
 int launch_checked(const void* a, const void* packed, const void* scales, const void* g, const void* bias, void* out,
                    float* workspace, int* counters, int32_t m, int64_t n, int64_t k, int32_t out_bf16, int32_t splits,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, int32_t scale_bytes) {
   if (m <= 0 || n <= 0 || k <= 0) return static_cast<int>(cudaSuccess);
   if (m > 256 || (k % kStepK) || n > 0x7FFFFFFF || k > 0x7FFFFFFF || splits < 1 ||
       splits > k / kStepK || (splits > 1 && workspace == nullptr) || (counters != nullptr && workspace == nullptr) ||
@@ -635,11 +842,15 @@ int launch_checked(const void* a, const void* packed, const void* scales, const 
       (reinterpret_cast<uintptr_t>(packed) & 15) || (reinterpret_cast<uintptr_t>(scales) & 7)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
+  const int lo = scale_bytes & 0xFF, hi = (scale_bytes >> 8) & 0xFF;
+  if (scale_bytes != 0 && (!TILED || (scale_bytes >> 16) || lo < 1 || lo > hi || hi > 0x7E)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
   const cudaError_t err =
       out_bf16 ? launch_fused<__nv_bfloat16, TILED>(a, packed, scales, g, bias, out, workspace, counters, m,
-                                                    static_cast<int>(n), static_cast<int>(k), splits, stream)
+                                                    static_cast<int>(n), static_cast<int>(k), splits, stream, scale_bytes)
                : launch_fused<__half, TILED>(a, packed, scales, g, bias, out, workspace, counters, m,
-                                             static_cast<int>(n), static_cast<int>(k), splits, stream);
+                                             static_cast<int>(n), static_cast<int>(k), splits, stream, scale_bytes);
   return static_cast<int>(err);
 }
 
@@ -680,6 +891,15 @@ int nvfp4_fused_occupancy(int32_t m) {
   return occupancy_of<8, kRtLarge>();
 }
 
+// Resident blocks per multiprocessor that a launch for M gets on the current device (the narrow
+// block, bf16), on row-major (tiled = 0) or tile-contiguous weights, with the in-launch split-K sum
+// (last_block = 1) or without; negative on bad arguments or a CUDA error. Every one of them is held
+// to nvfp4_fused_occupancy(m), the occupancy the host's split count is chosen for.
+int nvfp4_fused_launch_occupancy(int32_t m, int32_t tiled, int32_t last_block) {
+  if (m < 1 || m > 256) return -1;
+  return tiled ? launch_occupancy_for<true>(m, last_block != 0) : launch_occupancy_for<false>(m, last_block != 0);
+}
+
 // a: [m, k] fp16/bf16, packed: [n, k/2], scales: [n, k/16], each 16-, 16- and 8-byte aligned;
 // g: one fp32 in device memory; bias: [n] or null; out: [m, n]; 1 <= m <= 256, k % 128 == 0.
 // When splits > 1, workspace holds splits * m * n fp32 partials; with counters (one int per tile
@@ -689,19 +909,23 @@ int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, co
                        void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
                        int32_t out_bf16, int32_t splits, cudaStream_t stream) {
   return launch_checked<false>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, out_bf16, splits,
-                               stream);
+                               stream, 0);
 }
 
 // As nvfp4_launch_fused, with the weights in the tile-contiguous layout (the same bits): packed is
 // [ceil(n / 64)][k / 128][64][64] bytes, element [t][s][r][c] = packed byte (64 t + r, 64 s + c) with
 // every aligned 4-byte word's sign bits placed (place_signs, mma_decode.cuh), and scales
 // [ceil(n / 64)][k / 128][64][8], element [t][s][r][j] = scale byte (64 t + r, 8 s + j); rows past n
-// are padding (any bytes: they are never read). nvfp4_kernels.layout makes them.
+// are padding (any bytes: they are read, but never reach the output). nvfp4_kernels.layout makes
+// them. scale_bytes: 0, or lo | hi << 8 with 1 <= lo <= hi <= 0x7E when the caller knows that
+// every scale byte of rows 0..n-1 lies in [lo, hi]; where the table's range then holds for the
+// global scale, the kernel skips its per-step range test (the same bits). A range that the bytes
+// do not keep gives wrong results; an ill-formed one is refused (cudaErrorInvalidValue).
 int nvfp4_launch_fused_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                              void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
-                             int32_t out_bf16, int32_t splits, cudaStream_t stream) {
+                             int32_t out_bf16, int32_t splits, cudaStream_t stream, int32_t scale_bytes) {
   return launch_checked<true>(a, packed, scales, g, bias, out, workspace, counters, m, n, k, out_bf16, splits,
-                              stream);
+                              stream, scale_bytes);
 }
 
 }  // extern "C"

@@ -25,6 +25,7 @@ struct Nvfp4LaunchArgs {
   int32_t out_bf16;
   int32_t splits;       // GEMV, fused: K splits; dequant vec8: chunks per thread (0 = automatic)
   int* counters;        // GEMV, fused: one zeroed int per tile for the in-launch split-K sum (or null)
+  int32_t scale_bytes;  // kernel 5: the weight's scale-byte range lo | hi << 8, or 0 (nvfp4_launch_fused_tiled)
 };
 
 // 0: the GEMV, 1: vec8 dequant, 2: scalar dequant, 3: the fused tensor-core kernel, 4: an empty kernel

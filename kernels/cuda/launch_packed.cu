@@ -21,7 +21,7 @@ int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, co
                        int32_t out_bf16, int32_t splits, cudaStream_t stream);
 int nvfp4_launch_fused_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                              void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
-                             int32_t out_bf16, int32_t splits, cudaStream_t stream);
+                             int32_t out_bf16, int32_t splits, cudaStream_t stream, int32_t scale_bytes);
 int nvfp4_launch_dequant_vec8(const void* packed, const void* scales, const void* g, void* out, int64_t n,
                               int64_t k, int32_t block_size, int32_t out_bf16, int32_t chunks_per_thread,
                               cudaStream_t stream);
@@ -52,7 +52,7 @@ int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* p) {
       return static_cast<int>(cudaGetLastError());
     case 5:
       return nvfp4_launch_fused_tiled(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->counters,
-                                      p->m, p->n, p->k, p->out_bf16, p->splits, p->stream);
+                                      p->m, p->n, p->k, p->out_bf16, p->splits, p->stream, p->scale_bytes);
     default:
       return static_cast<int>(cudaErrorInvalidValue);
   }
