@@ -39,6 +39,7 @@
 // does it after. Both give the same bits. So the bits depend only on the inputs and the split
 // count, which the host chooses from the shape and the GPU (nvfp4_kernels.cuda_backend).
 #include "mma_decode.cuh"
+#include "streamed_launch.cuh"
 
 namespace {
 
@@ -769,9 +770,13 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
   const uint8_t* s8 = static_cast<const uint8_t*>(scales);
   const float* gf = static_cast<const float*>(g);
   int* count = last_block ? counters : nullptr;
-  kernel<<<blocks, TL::kThreads, smem, stream>>>(a8, p8, s8, gf, b, o, part, m, n, k, n_tiles, m_tiles,
-                                                           steps_per_split, count, splits, scale_bytes);
-  const cudaError_t err = cudaGetLastError();
+  // the packed weights' bytes: N rows of K / 2 bytes, or whole 64-row tiles in the tiled layout
+  const int64_t weight_rows = TILED ? (static_cast<int64_t>(n) + 63) / 64 * 64 : n;
+  const size_t weight_bytes = static_cast<size_t>(weight_rows) * static_cast<size_t>(k / 2);
+  const cudaError_t err = nvfp4::launch_streaming_weights(
+      kernel, dim3(blocks), dim3(TL::kThreads), static_cast<size_t>(smem), stream, p8, weight_bytes, a8, p8, s8,
+      gf, b, o, part, m, n, k, n_tiles, m_tiles, steps_per_split, count, splits, scale_bytes);
+  if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind, as the <<<>>> path did
   if (err != cudaSuccess || splits <= 1 || last_block) return err;
   return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
 }
