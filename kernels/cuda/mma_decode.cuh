@@ -228,17 +228,10 @@ __device__ __forceinline__ int count_split_acq_rel(int* counter) {
   return old;
 }
 
-// Multiprocessors of the current device, asked once per device (both launchers size grids by it).
+// Multiprocessors of the current device (both launchers size grids by it); 1 when unknown.
 inline int device_sms() {
-  static int cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
-  if (cache[dev] == 0) {
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cache[dev] = sms > 0 ? sms : 1;
-  }
-  return cache[dev];
+  const int sms = cached_device_attribute<cudaDevAttrMultiProcessorCount>();
+  return sms > 0 ? sms : 1;
 }
 
 namespace {  // one copy per translation unit: each kernel file registers its own

@@ -13,6 +13,24 @@
 
 namespace nvfp4 {
 
+// A device attribute of the current device, asked once per device and attribute (the launchers
+// ask for the SM count and the access-policy window size on every call); 0 when the query fails,
+// which is not kept, so a later call asks again.
+template <cudaDeviceAttr Attr>
+inline int cached_device_attribute() {
+  static int value[64];
+  static bool known[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  if (!known[dev]) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, Attr, dev) != cudaSuccess) return 0;
+    value[dev] = v;
+    known[dev] = true;
+  }
+  return value[dev];
+}
+
 // 2^14, 2^120 and 2^126 as exact fp32 constants (built from bits to avoid hex-float literals).
 __device__ __forceinline__ float pow2_14() { return __uint_as_float(0x46800000u); }
 __device__ __forceinline__ float pow2_120() { return __uint_as_float(0x7B800000u); }

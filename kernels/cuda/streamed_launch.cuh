@@ -17,25 +17,16 @@
 // from its start up to that size.
 #pragma once
 
-#include <cuda_runtime.h>
 #include <stddef.h>
+
+#include "nvfp4_common.cuh"
 
 namespace nvfp4 {
 
-// The largest access-policy window of the current device, in bytes (0: none), asked once per
-// device.
+// The largest access-policy window of the current device, in bytes (0: none).
 inline size_t max_access_policy_window() {
-  static int cache[64];
-  static bool known[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  if (!known[dev]) {
-    int bytes = 0;
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess) bytes = 0;
-    cache[dev] = bytes > 0 ? bytes : 0;
-    known[dev] = true;
-  }
-  return static_cast<size_t>(cache[dev]);
+  const int bytes = cached_device_attribute<cudaDevAttrMaxAccessPolicyWindowSize>();
+  return bytes > 0 ? static_cast<size_t>(bytes) : 0;
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) with [weights, weights + weight_bytes) marked
