@@ -22,13 +22,13 @@ def timed(fn, flush, reps=21):
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         flush.zero_()
         s.record()
         fn()
         e.record()
     torch.cuda.synchronize()
-    return statistics.median(1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends))
+    return statistics.median(1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
 
 def main() -> int:
@@ -41,7 +41,7 @@ def main() -> int:
     for half in (25090048, 25112576, 25135104, 25157632):
         src = torch.randint(0, 256, (half,), dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        us = timed(lambda: dst.copy_(src), flush)
+        us = timed(lambda src=src, dst=dst: dst.copy_(src), flush)
         dist = dst.data_ptr() - src.data_ptr()
         rows.append({"how": "bench allocation", "half_bytes": half, "dst_minus_src": dist,
                      "src_mod_4096": src.data_ptr() % 4096, "median_us": round(us, 2)})
@@ -56,7 +56,7 @@ def main() -> int:
         for src_off in (0, 2048):
             src = buf[src_off:src_off + half]
             dst = buf[span + off + src_off: span + off + src_off + half]
-            us = timed(lambda: dst.copy_(src), flush)
+            us = timed(lambda src=src, dst=dst: dst.copy_(src), flush)
             rows.append({"how": "one buffer", "half_bytes": half, "dst_minus_src": span + off, "src_offset": src_off,
                          "median_us": round(us, 2)})
             print(f"one buffer   half={half} src at +{src_off:4d} dst-src = span + {off:7d} {us:7.2f} us", flush=True)
