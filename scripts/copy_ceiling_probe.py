@@ -8,27 +8,14 @@ bench's flush and timing (zero 256 MB, events, median of 21).
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
+import sys
 
 import torch
 
+sys.path.insert(0, "scripts")
+from l2_floor_probe import timed, write_rows  # noqa: E402  (the bench's flush and timing)
+
 MIB = 2**20
-
-
-def timed(fn, flush, reps=21):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends, strict=True):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
 
 def main() -> int:
@@ -41,7 +28,7 @@ def main() -> int:
     for half in (25090048, 25112576, 25135104, 25157632):
         src = torch.randint(0, 256, (half,), dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        us = timed(lambda src=src, dst=dst: dst.copy_(src), flush)
+        us = timed(lambda src=src, dst=dst: dst.copy_(src), flush.zero_)
         dist = dst.data_ptr() - src.data_ptr()
         rows.append({"how": "bench allocation", "half_bytes": half, "dst_minus_src": dist,
                      "src_mod_4096": src.data_ptr() % 4096, "median_us": round(us, 2)})
@@ -56,13 +43,11 @@ def main() -> int:
         for src_off in (0, 2048):
             src = buf[src_off:src_off + half]
             dst = buf[span + off + src_off: span + off + src_off + half]
-            us = timed(lambda src=src, dst=dst: dst.copy_(src), flush)
+            us = timed(lambda src=src, dst=dst: dst.copy_(src), flush.zero_)
             rows.append({"how": "one buffer", "half_bytes": half, "dst_minus_src": span + off, "src_offset": src_off,
                          "median_us": round(us, 2)})
             print(f"one buffer   half={half} src at +{src_off:4d} dst-src = span + {off:7d} {us:7.2f} us", flush=True)
-    prov = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda}
-    with open(args.out, "w") as fh:
-        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
+    write_rows(args.out, rows)
     return 0
 
 

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 #include <cstdint>
 
+#include "../kernels/cuda/streamed_launch.cuh"
+
 template <int kHint>
 __global__ void read_kernel(const uint4* __restrict__ p, long long n16, unsigned* __restrict__ out) {
   unsigned acc = 0;
@@ -33,38 +35,19 @@ __global__ void read_kernel(const uint4* __restrict__ p, long long n16, unsigned
   if ((threadIdx.x & 31) == 0) atomicXor(out + blockIdx.x, acc);
 }
 
+// window: the launch marks the buffer streaming in L2 as every fused_mma launch marks its weights
+// (nvfp4::launch_streaming_weights); without, the same launch has no window.
 extern "C" int probe_read(const void* p, long long nbytes, unsigned* out, int blocks, int threads, int hint,
                           int window, cudaStream_t stream) {
   const long long n16 = nbytes / 16;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (window) {
-    int dev = 0, max_window = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev);
-    attr[0].id = cudaLaunchAttributeAccessPolicyWindow;
-    attr[0].val.accessPolicyWindow.base_ptr = const_cast<void*>(p);
-    attr[0].val.accessPolicyWindow.num_bytes = nbytes < max_window ? nbytes : max_window;
-    attr[0].val.accessPolicyWindow.hitRatio = 1.0f;
-    attr[0].val.accessPolicyWindow.hitProp = cudaAccessPropertyStreaming;
-    attr[0].val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
   const uint4* q = static_cast<const uint4*>(p);
-  cudaError_t err = hint ? cudaLaunchKernelEx(&cfg, read_kernel<1>, q, n16, out)
-                         : cudaLaunchKernelEx(&cfg, read_kernel<0>, q, n16, out);
+  const void* streamed = window ? p : nullptr;
+  const cudaError_t err =
+      hint ? nvfp4::launch_streaming_weights(read_kernel<1>, dim3(blocks), dim3(threads), 0, stream, streamed,
+                                             static_cast<size_t>(nbytes), q, n16, out)
+           : nvfp4::launch_streaming_weights(read_kernel<0>, dim3(blocks), dim3(threads), 0, stream, streamed,
+                                             static_cast<size_t>(nbytes), q, n16, out);
   return static_cast<int>(err);
-}
-
-extern "C" int probe_max_window() {
-  int dev = 0, v = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&v, cudaDevAttrMaxAccessPolicyWindowSize, dev);
-  return v;
 }
 
 // A mimic of fused_mma's M = 1 K loop on tile-contiguous weights, without its decode: blocks of 128

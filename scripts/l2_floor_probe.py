@@ -42,6 +42,13 @@ def timed(fn, flush_fn, reps=21):
     return statistics.median(1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
 
+def write_rows(path: str, rows: list[dict]) -> None:
+    """The probe's rows with the GPU, torch and CUDA they ran on."""
+    prov = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda}
+    with open(path, "w") as fh:
+        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -126,9 +133,7 @@ def main() -> int:
     for r in rows:
         share = 100 * copy[r["flush"]] / r["median_us"]
         print(f"{r['flush']:6s} {r['subject']:50s} {r['median_us']:7.2f} {share:6.1f}%")
-    prov = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda}
-    with open(args.out, "w") as fh:
-        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
+    write_rows(args.out, rows)
     return 0
 
 
