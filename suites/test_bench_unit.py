@@ -65,6 +65,17 @@ def test_a_copy_row_moves_the_bytes_of_the_row_it_copies() -> None:
         assert copy in (own, own - 1) and copy % 2 == 0
 
 
+def test_the_copy_ceiling_copies_the_half_size_rounded_up_to_4_kib() -> None:
+    # worked by hand: a half of 0 copies nothing, 1..4096 bytes copy one granule, 4097 two
+    assert bench.copy_ceiling_half(0) == 0 and bench.copy_ceiling_half(1) == 0
+    assert bench.copy_ceiling_half(2) == 4096 and bench.copy_ceiling_half(8192) == 4096
+    assert bench.copy_ceiling_half(8193) == 4096 and bench.copy_ceiling_half(8194) == 8192
+    # the bench's slow size (M = 1 on 17408 x 5120: 50,180,096 row bytes) and its rounding
+    assert bench.copy_ceiling_half(50_180_096) == 25_092_096 == 6126 * 4096
+    with pytest.raises(ValueError, match="nbytes"):
+        bench.copy_ceiling_half(-2)
+
+
 def test_byte_counting_rejects_what_it_cannot_count() -> None:
     with pytest.raises(ValueError, match="copy_of"):
         bench.kernel_bytes("copy", 1, 8, 32, 16)
@@ -333,6 +344,9 @@ def test_dry_run_verifies_times_and_writes_every_kind_of_row(tmp_path: Path) -> 
         if row["kernel"] != "copy":
             assert "verified" in row
             assert copies[2 * (row["bytes"] // 2)]["median_us"] == row["copy_us"]
+        else:  # the copy moved its half-size rounded up to whole 4 KiB granules
+            half = row["bytes"] // 2
+            assert row["copied_bytes"] == 2 * 4096 * -(-half // 4096), row
     gemv_sweep = sorted(r["M"] for r in rows if r["kernel"] == "gemv" and r["section"] == "sweep")
     assert gemv_sweep == [1, 2, 8]
     assert [p["M"] for p in results["crossover"]["points"]] == [1, 2, 8]

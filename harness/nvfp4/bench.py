@@ -75,6 +75,7 @@ from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's pub
     SWEEP_SHAPE,
     anchor_for,
     copy_bytes,
+    copy_ceiling_half,
     crossover,
     dequant_bytes,
     distinct_shapes,
@@ -211,10 +212,12 @@ class Runner:
         return [1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
     def copy_us(self, nbytes: int, like: dict[str, Any]) -> float:
-        """The same-run time of ``dst.copy_(src)`` moving ``nbytes``; recorded as a copy row."""
-        half = nbytes // 2
-        if half in self.copy_cache:
-            return self.copy_cache[half]
+        """The same-run time of ``dst.copy_(src)`` moving ``nbytes``, recorded as a copy row: the
+        half-size rounded up to the copy's fast granule (:func:`copy_ceiling_half`; the row's
+        ``copied_bytes`` says what it moved)."""
+        if nbytes // 2 in self.copy_cache:
+            return self.copy_cache[nbytes // 2]
+        half = copy_ceiling_half(nbytes)
         torch = self.torch
         src = torch.randint(0, 256, (half,), dtype=torch.uint8, device=self.device)
         dst = torch.empty_like(src)
@@ -222,10 +225,10 @@ class Runner:
         if not torch.equal(dst, src):
             raise VerificationError("the device copy did not reproduce its source")
         stats = summarize(self.time_us(lambda: dst.copy_(src)))
-        self.copy_cache[half] = stats["median_us"]
+        self.copy_cache[nbytes // 2] = stats["median_us"]
         self.rows.append(make_row("copy", like["section"], like["M"], like["N"], like["K"],
                                   like["block_size"], like["dtype"], stats, stats["median_us"], self.reps,
-                                  copy_of=like["kernel"]))
+                                  copy_of=like["kernel"], copied_bytes=2 * half))
         return stats["median_us"]
 
     def measure(self, kernel: str, section: str, m: int | None, n: int, k: int,

@@ -130,6 +130,24 @@ def copy_bytes(nbytes: int) -> int:
     """A copy of nbytes // 2 bytes moves this many (read + written)."""
     return 2 * (nbytes // 2)
 
+#: The copy ceiling's size granule. The device copy (``dst.copy_(src)``, the driver's memcpy) of a
+#: size that is not a multiple of 4 KiB ran 15% slower on the H200: 19.1-19.5 us for 25,090,048 or
+#: 25,135,104 bytes (2 KiB past a multiple) against 16.6-16.7 us for 25,112,576 or 25,157,632, at
+#: every distance between source and destination (scripts/copy_ceiling_probe.py,
+#: benchmarks/experiments/copy-ceiling-2026-12-03.json). A ceiling is the hardware's best, not the
+#: copy's slow path for an odd size, so the bench copies its half-size rounded up to this granule:
+#: at most 4095 bytes more on each side, which only makes the ceiling stricter.
+COPY_GRANULE = 4096
+
+
+def copy_ceiling_half(nbytes: int) -> int:
+    """The bytes the same-run copy for a row of ``nbytes`` copies: ``nbytes // 2`` rounded up to
+    :data:`COPY_GRANULE` (it reads them and writes them, so it moves twice this)."""
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+    half = nbytes // 2
+    return -(-half // COPY_GRANULE) * COPY_GRANULE
+
 
 def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dtype: str = DTYPE,
                  copy_of: str | None = None) -> int:

@@ -285,7 +285,9 @@ def _method_lines(prov: dict[str, Any]) -> list[str]:
         "from HBM. Repetitions are queued without host synchronization.",
         "- **% of copy** is the achieved bandwidth over that of `dst.copy_(src)` moving the same bytes "
         "(read + written), timed the same way in the same run right after the row: the ceiling is measured, "
-        "not a datasheet figure.",
+        "not a datasheet figure. The copy's half-size is rounded up to a multiple of 4 KiB (at most 4095 bytes "
+        "more), because the device copy of other sizes ran 15% slower on the H200 (benchmarks/NOTES.md); "
+        "results before 2026-12-03's second run copied the exact size.",
         "- Bytes are the minimum each kernel moves: dequantization 0.5 B packed + 1/block_size B of scale + "
         "2 B written per element; GEMV 0.5625 B per weight + activations read + output written; cuBLAS "
         "A + W + Y; prefill its dequantization plus its cuBLAS bytes.",

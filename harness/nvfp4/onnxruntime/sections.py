@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from nvfp4_harness.engine.observe import observe
 from nvfp4_harness.engine.recorder import Recorder
+from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half
 from nvfp4_harness.nvfp4.onnxruntime import cases as case_lists
 from nvfp4_harness.nvfp4.onnxruntime import readout
 from nvfp4_harness.nvfp4.onnxruntime.cases import OrtCase, TimingRow, host_operands
@@ -330,7 +331,7 @@ def timing(run: Run, policy: OrtPolicy, reps: int) -> dict[str, Any]:
     loop = run.guarded("timing", "eager loop", lambda: eager_loop(run, weights, ours_ok))
 
     def copy_contender(label: str, nbytes: int) -> Contender:
-        half = nbytes // 2
+        half = copy_ceiling_half(nbytes)  # the bench's copy ceiling: a 4 KiB-granular size
         if half not in copies:
             while len(copies) >= 3:
                 copies.pop(next(iter(copies)))
