@@ -233,3 +233,17 @@ def test_the_fused_kernel_sums_the_splits_of_single_row_calls_in_its_launch() ->
     assert cb.fused_reduction(1, 1) == "none"  # nothing to sum
     assert [cb.fused_reduction(7, m) for m in (1, cb.LAST_BLOCK_MAX_M, cb.LAST_BLOCK_MAX_M + 1, 64)] == [
         "last_block", "last_block", "finalize", "finalize"]
+
+
+@needs_nvcc
+def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> None:
+    """scripts/l2_floor_probe.cu (the ninth session's M = 1 floor, benchmarks/NOTES.md) launches
+    through kernels/cuda/streamed_launch.cuh; a change to that header must not leave the probe
+    unbuildable for the next measurement. It exports the two entry points its driver calls."""
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "libl2probe.so"
+    done = subprocess.run([str(NVCC), "-O3", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-o", str(out),
+                           str(repo / "scripts" / "l2_floor_probe.cu")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lib = ctypes.CDLL(str(out))
+    assert hasattr(lib, "probe_read") and hasattr(lib, "probe_mimic") and hasattr(lib, "probe_mimic_occupancy")
