@@ -86,8 +86,14 @@ def test_schema(results: tuple[Path, dict[str, Any]]) -> None:
                 splits = tiling.fused_split_count(row["N"], row["K"], row["M"])
                 want = 2 if cuda_backend.fused_reduction(splits, row["M"]) == "finalize" else 1
                 assert row["launches"] == want, f"{path.name} host[{i}]: {row['launches']} launches, the design {want}"
-            assert 0 < row["floor_us"] <= row["eager_host_range_us"][1], (
-                f"{path.name} host[{i}]: a floor above every timed loop of the call it bounds")
+            assert row["floor_us"] > 0, f"{path.name} host[{i}]: no floor"
+            # The floor's loop launches empty kernels onto an idle GPU; a call whose kernels keep
+            # the GPU busy can cost less host time than that (M = 1 on 17408 x 5120 in the second
+            # and third runs of 2026-12-03: 10.3 and 11.6 us against floors of 14.8 and 15.8), so
+            # the floor bounds the calls whose loop is host-bound, where the GPU idles too.
+            if row["eager_wall_us"] <= 1.1 * row["eager_host_us"]:
+                assert row["floor_us"] <= row["eager_host_range_us"][1], (
+                    f"{path.name} host[{i}]: a floor above every timed loop of the host-bound call it bounds")
     for i, row in enumerate(data["rows"]):
         for key, kind in ROW_KEYS.items():
             assert key in row, f"{path.name} rows[{i}] lacks {key!r}"
@@ -482,3 +488,28 @@ def test_the_persistent_unit_walk_kept_every_bit_and_was_slower_at_small_m() -> 
         grid = mimic[f"mimic_{shape}_S3_grid_work30_splits{splits}"]
         walk = mimic[f"mimic_{shape}_S3_persist_work30_splits{splits}"]
         assert walk >= 0.99 * grid, (shape, grid, walk)
+
+
+FINALIZE_PDL_2026_12_03 = "finalize-programmatic-launch-ab-2026-12-03.json"
+
+
+def test_the_programmatic_finalize_launch_kept_every_bit_and_sped_up_every_split_call() -> None:
+    """The finalize kernel ships as a programmatic dependent (mma_decode.cuh) because on the H200
+    A/B against the plain launch every row gave the same SHA-256 at the same split count, every
+    call under 100 us that runs the finalize kernel was at least 1% faster with the L2 flushed
+    (3% in the median; the one longer split call, 153 us, within 1%), and the calls without one
+    (one split, or the last-block sum) stayed within 2% (benchmarks/NOTES.md, ninth session;
+    docs/paths.md quotes the range)."""
+    data = json.loads((REPO / "benchmarks" / "experiments" / FINALIZE_PDL_2026_12_03).read_text())
+    rows = [row for part in data["rows"].values() for row in part]
+    assert len(rows) == 51
+    for row in rows:
+        assert row["a_splits"] == row["b_splits"] and row["same_bits"] and row["a_sha256"] == row["b_sha256"], row
+    timed = [r for r in rows if "a_flushed_us" in r]
+    split = [r["a_flushed_us"] / r["b_flushed_us"] for r in timed if r["b_reduction"] == "finalize"]
+    short = [r["a_flushed_us"] / r["b_flushed_us"] for r in timed
+             if r["b_reduction"] == "finalize" and r["a_flushed_us"] < 100]
+    other = [r["a_flushed_us"] / r["b_flushed_us"] for r in timed if r["b_reduction"] != "finalize"]
+    assert len(short) >= 30 and min(short) >= 1.01 and statistics.median(short) >= 1.03, (min(short), short)
+    assert min(split) >= 0.99 and max(split) <= 1.13  # docs/paths.md: 1.01-1.13x on calls up to 100 us
+    assert len(other) >= 8 and 0.98 <= min(other) and max(other) <= 1.02, other

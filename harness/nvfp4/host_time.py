@@ -14,9 +14,14 @@ because the GPU waits for Python. For each case this measures, in one run:
 * ``floor_us``: the host-time floor of the call on this machine, timed the same way: a loop
   that allocates the call's output (``new_empty``, as the call does) and launches an empty
   kernel through the same launch call as many times as the call launches kernels
-  (``launches``, counted by the profiler). No implementation of the call that allocates its
-  output and launches its kernels one by one can take less host time; ``eager_host_us -
-  floor_us`` is what the dispatcher itself costs.
+  (``launches``, counted by the profiler). The empty kernels leave the GPU idle between
+  launches, so the floor bounds calls whose loop is host-bound (``eager_wall_us`` about
+  ``eager_host_us``: their GPU idles too): no implementation of such a call that allocates its
+  output and launches its kernels one by one can take less host time, and ``eager_host_us -
+  floor_us`` is what the dispatcher itself costs. A call whose kernels keep the GPU busy can
+  measure below it, because launches onto a busy GPU cost the host less (M = 1 on 17408 x 5120
+  in the second and third H200 runs of 2026-12-03: 10.3 and 11.6 us against floors of 14.8 and
+  15.8; benchmarks/NOTES.md, host time by shape).
 
 The floor is why host times differ so much between machines: one launch measured 2.5 us on one
 H200 host and 5-6 us on another (scripts/launch_floor.cu), in C, without Python.

@@ -575,6 +575,7 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
                        float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
                        int steps_per_split, int* __restrict__ counters, int splits, int scale_bytes) {
   using TL = Tile<MT, RT, WARPS>;
+  nvfp4::allow_dependent_launch();  // the finalize kernel, if one follows, may be scheduled now
   extern __shared__ __align__(16) uint8_t smem[];
   // m tile fastest: blocks that share weight rows run together and find them in L2
   const int m_tile = blockIdx.x % m_tiles;

@@ -207,6 +207,7 @@ nvfp4_gemv_kernel(const uint4* __restrict__ a, const uint4* __restrict__ packed,
                   const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
                   float* __restrict__ partial, int m, int n, int k, int tiles, int steps_per_split,
                   int* __restrict__ counters) {
+  nvfp4::allow_dependent_launch();  // the finalize kernel, if one follows, may be scheduled now
   __shared__ float red[kWarps][4][32];
   const int tile = blockIdx.x % tiles;
   const int split = blockIdx.x / tiles;  // split-major order: concurrent blocks share an A slice

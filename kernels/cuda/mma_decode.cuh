@@ -234,13 +234,28 @@ inline int device_sms() {
   return sms > 0 ? sms : 1;
 }
 
+// Programmatic dependent launch (sm_90). A split kernel lets the stream's next kernel, the
+// finalize kernel launched as its programmatic dependent (launch_splitk_finalize), be scheduled
+// once every one of its own blocks has started, instead of after it has ended: the finalize
+// blocks then take the SM slots the split blocks leave and wait in wait_for_prerequisite_grid,
+// so the second launch's latency overlaps the first kernel's tail. Called at the top of the
+// split kernels; a no-op where no dependent was launched so.
+__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// Waits until the grids this one depends on have completed and their memory operations are
+// visible (griddepcontrol.wait); returns at once for a launch without such a dependency.
+__device__ __forceinline__ void wait_for_prerequisite_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 namespace {  // one copy per translation unit: each kernel file registers its own
 
 // Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
+// Launched as the split kernel's programmatic dependent, it reads no partial before that kernel
+// has completed (wait_for_prerequisite_grid).
 template <typename T>
 __global__ void nvfp4_splitk_finalize_kernel(const float* __restrict__ partial,
                                              const unsigned short* __restrict__ bias,
                                              unsigned short* __restrict__ out, int m, int n, int splits) {
+  wait_for_prerequisite_grid();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t total = static_cast<int64_t>(m) * n;
   if (idx >= total) return;
@@ -252,14 +267,26 @@ __global__ void nvfp4_splitk_finalize_kernel(const float* __restrict__ partial,
 
 }  // namespace
 
-// Launch the epilogue over the [m, n] output: ``partial`` holds splits * m * n fp32 sums.
+// Launch the epilogue over the [m, n] output: ``partial`` holds splits * m * n fp32 sums written
+// by the kernel launched just before on ``stream``, whose programmatic dependent it is (see
+// allow_dependent_launch): the same sums in the same order, started earlier.
 template <typename T>
 cudaError_t launch_splitk_finalize(const float* partial, const unsigned short* bias, unsigned short* out, int m,
                                    int n, int splits, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(m) * n;
-  nvfp4_splitk_finalize_kernel<T><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-      partial, bias, out, m, n, splits);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>((total + 255) / 256));
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  cudaLaunchAttribute dependent[1];
+  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = dependent;
+  config.numAttrs = 1;
+  const cudaError_t err = cudaLaunchKernelEx(&config, nvfp4_splitk_finalize_kernel<T>, partial, bias, out, m, n,
+                                             splits);
+  if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind, as the <<<>>> path did
+  return err;
 }
 
 }  // namespace nvfp4
