@@ -240,11 +240,15 @@ inline int device_sms() {
 // blocks then take the SM slots the split blocks leave and wait in wait_for_prerequisite_grid,
 // so the second launch's latency overlaps the first kernel's tail. Called at the top of the
 // split kernels; a no-op where no dependent was launched so.
-__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void allow_dependent_launch() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
 
 // Waits until the grids this one depends on have completed and their memory operations are
 // visible (griddepcontrol.wait); returns at once for a launch without such a dependency.
-__device__ __forceinline__ void wait_for_prerequisite_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void wait_for_prerequisite_grid() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
 
 namespace {  // one copy per translation unit: each kernel file registers its own
 
