@@ -63,6 +63,9 @@ def main() -> int:
     parser.add_argument("--gemv-reductions", default=None, metavar="A,B",
                         help="with --kernel gemv: how each build sums K splits, 'finalize' or 'last_block' "
                              "(default: cuda_backend.gemv_reduction for both)")
+    parser.add_argument("--fused-reductions", default=None, metavar="A,B",
+                        help="--kernel fused: how each build sums K splits, 'finalize' or 'last_block' "
+                             "(default: cuda_backend.fused_reduction for both)")
     parser.add_argument("--b-tiled", action="store_true",
                         help="--kernel fused: give --b the weights in the tile-contiguous layout "
                              "(nvfp4_kernels.layout) through nvfp4_launch_fused_tiled (same bits expected)")
@@ -81,6 +84,9 @@ def main() -> int:
     gemv_reductions = {}
     if args.gemv_reductions:
         gemv_reductions = dict(zip(("a", "b"), args.gemv_reductions.split(","), strict=True))
+    fused_reductions = {}
+    if args.fused_reductions:
+        fused_reductions = dict(zip(("a", "b"), args.fused_reductions.split(","), strict=True))
     libs = {"a": _load(args.a), "b": _load(args.b)}
     stream = torch.cuda.current_stream().cuda_stream
     counters = {name: cuda_backend.splitk_counters(0, stream, 1 << 16) for name in libs}
@@ -120,7 +126,8 @@ def main() -> int:
                         default = cuda_backend.gemv_reduction(splits)
                         reduction = gemv_reductions.get(name, default) if splits > 1 else "none"
                     else:
-                        reduction = cuda_backend.fused_reduction(splits, m)
+                        default = cuda_backend.fused_reduction(splits, m)
+                        reduction = fused_reductions.get(name, default) if splits > 1 else "none"
                     row[f"{name}_reduction"] = reduction
                     out = torch.empty(m, n, dtype=tdt, device="cuda")
                     count = counters[name].data_ptr() if reduction == "last_block" else None

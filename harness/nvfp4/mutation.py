@@ -224,6 +224,12 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];\n",
         "  for (int s = splits - 1; s >= 0; --s) sum += partial[s * total + idx];\n"),
     Mutation(
+        "finalize-wait-dropped", "kernels/cuda/mma_decode.cuh",
+        "the split-K finalize kernel, launched as its split kernel's programmatic dependent, reads the "
+        "partials without waiting for that kernel to complete (a race: it may sum partials not yet written)",
+        "  wait_for_prerequisite_grid();\n  const int64_t idx",
+        "  const int64_t idx"),
+    Mutation(
         "last-block-order-reversed", "kernels/cuda/fused_mma.cu",
         "fused_mma's in-launch last-block sum adds the splits' partials last split first",
         "    for (int s = 0; s < splits; ++s) sum += __ldcg(p + s * plane);\n",
