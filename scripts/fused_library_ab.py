@@ -129,7 +129,9 @@ def main() -> int:
                         default = cuda_backend.fused_reduction(splits, m)
                         reduction = fused_reductions.get(name, default) if splits > 1 else "none"
                     row[f"{name}_reduction"] = reduction
-                    out = torch.empty(m, n, dtype=tdt, device="cuda")
+                    # NaN first: a build that writes no output must not inherit the other build's bits from a
+                    # reused allocation (a probe that stores nothing once looked "same bits" so)
+                    out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
                     count = counters[name].data_ptr() if reduction == "last_block" else None
 
                     pw, sw = weights[name]
