@@ -2,9 +2,10 @@
 """The fused kernel of this tree at every K split count of a shape and M, L2 flushed, beside the
 count the host chooses (nvfp4_kernels.tiling.fused_split_count at the device's occupancy), on
 row-major and on tile-contiguous weights: for checking the split model after a change of the
-kernel's resources (benchmarks/NOTES.md).
+kernel's resources (benchmarks/NOTES.md). With ``--graph`` each call is also timed in CUDA-graph
+replay (20 calls per graph: the kernels' own time, no launch gaps), in ``<layout>_graph_us``.
 
-    python scripts/fused_split_sweep.py 17408x5120,5120x17408 9,16 OUT.json
+    python scripts/fused_split_sweep.py 17408x5120,5120x17408 9,16 OUT.json [--graph]
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from nvfp4_kernels.tiling import MAX_SPLITS, MIN_STEPS_PER_SPLIT, fused_split_co
 
 sys.path.insert(0, "scripts")
 from fused_dev import make, timer, to_dev  # noqa: E402
+from fused_reduction_ab import graph_time_us  # noqa: E402
 
 
 def main() -> int:
     shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[1].split(",")]
     ms = [int(v) for v in sys.argv[2].split(",")]
+    graph = "--graph" in sys.argv[4:]
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
     g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -46,6 +49,8 @@ def main() -> int:
                         cuda_backend.fused_mma(a, p, s, g, None, out, splits=c, tiled=how)
                     run()
                     row[f"{name}_us"] = round(timer(run, flush, reps=21), 2)
+                    if graph:
+                        row[f"{name}_graph_us"] = round(graph_time_us(run), 2)
                 rows.append(row)
                 line.append(f"{c}{'*' if c == host else ''}:{row['row_major_us']:.1f}/{row['tiled_us']:.1f}")
             print(f"{n}x{k} M={m}: " + " ".join(line), flush=True)
