@@ -162,3 +162,14 @@ def test_the_committed_gpu_mutation_run_caught_every_current_mutant() -> None:
     assert all(r["status"] == "caught" for r in record["mutants"]), [
         (r["name"], r["status"], r["detail"]) for r in record["mutants"] if r["status"] != "caught"]
     assert {"gpu", "driver", "cuda_runtime", "torch", "date", "command"} <= set(record["provenance"])
+
+
+def test_the_docs_count_the_cuda_mutants_of_todays_table() -> None:
+    """README and docs/mutation-testing.md say how many CUDA mutants the table plants (they once
+    said seven long after there were nineteen): the number they give is len(GPU_MUTATIONS)."""
+    import re
+
+    for doc in ("README.md", "docs/mutation-testing.md"):
+        text = (mutation.PROJECT_ROOT / doc).read_text()
+        counts = re.findall(r"\((\d+) today:", text)
+        assert counts == [str(len(mutation.GPU_MUTATIONS))], (doc, counts)
