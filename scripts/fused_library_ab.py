@@ -50,6 +50,11 @@ def _load(path: str) -> ctypes.CDLL:
     return lib
 
 
+def _per_build(pair: str | None) -> dict[str, str]:
+    """'A,B' -> {"a": A, "b": B} (a per-build option); {} when not given."""
+    return dict(zip(("a", "b"), pair.split(","), strict=True)) if pair else {}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--a", required=True, help="the baseline library (.so)")
@@ -81,12 +86,8 @@ def main() -> int:
     parser.add_argument("--same-splits", action="store_true",
                         help="give both builds the split count the host chooses for --a (same bits expected)")
     args = parser.parse_args()
-    gemv_reductions = {}
-    if args.gemv_reductions:
-        gemv_reductions = dict(zip(("a", "b"), args.gemv_reductions.split(","), strict=True))
-    fused_reductions = {}
-    if args.fused_reductions:
-        fused_reductions = dict(zip(("a", "b"), args.fused_reductions.split(","), strict=True))
+    gemv_reductions = _per_build(args.gemv_reductions)
+    fused_reductions = _per_build(args.fused_reductions)
     libs = {"a": _load(args.a), "b": _load(args.b)}
     stream = torch.cuda.current_stream().cuda_stream
     counters = {name: cuda_backend.splitk_counters(0, stream, 1 << 16) for name in libs}

@@ -41,6 +41,11 @@ def _load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _experiment(name: str) -> dict[str, Any]:
+    """A committed file of benchmarks/experiments/ (the data behind a NOTES.md reading)."""
+    return _load(REPO / "benchmarks" / "experiments" / name)
+
+
 def _minimum_bytes(kernel: str, m: int | None, n: int, k: int, bs: int) -> Fraction:
     """Per element: packed 1/2 B, scale 1/bs B (whole blocks), bf16/fp16 2 B."""
     blocks = len(range(0, k, bs))
@@ -286,7 +291,7 @@ def test_the_gemv_layer_size_limit_is_the_committed_measured_crossover() -> None
     from nvfp4_kernels.model import GEMV_DEFAULT_MAX_WEIGHTS, Policy
 
     name = "decode-paths-rotating-2026-12-02-e36dfd6.json"
-    data = json.loads((REPO / "benchmarks" / "experiments" / name).read_text())
+    data = _experiment(name)
     rows = data["rows"]
     assert len({(r["n"], r["k"]) for r in rows}) >= 20 and {r["m"] for r in rows} == {1, 8}
     assert Policy().gemv_max_weights == GEMV_DEFAULT_MAX_WEIGHTS
@@ -310,7 +315,7 @@ def test_the_fused_kernels_wide_block_limit_is_the_committed_measured_one() -> N
     of 67-132 blocks narrow that are 1.04-1.19x faster wide: both fail here."""
     from nvfp4_kernels.tiling import FUSED_WIDE_WARPS, fused_block_warps, fused_tile
 
-    data = json.loads((REPO / "benchmarks" / "experiments" / "fused-wide-blocks-2026-12-02.json").read_text())
+    data = _experiment("fused-wide-blocks-2026-12-02.json")
     sms = data["sms"]
     assert all(r["same_bits"] for r in data["rows"]) and len(data["rows"]) >= 100
     wrong, wide_rows = [], 0
@@ -341,7 +346,7 @@ def test_the_split_model_picks_within_5_percent_of_the_fastest_timed_split_count
 
     judged, slow = 0, []
     for name, (rows_key, times_key) in SPLIT_SWEEPS.items():
-        data = json.loads((REPO / "benchmarks" / "experiments" / name).read_text())
+        data = _experiment(name)
         for row in data[rows_key]:
             times = {int(s): float(t) for s, t in row[times_key].items()}
             chosen = fused_split_count(row["n"], row["k"], row["m"])
@@ -364,8 +369,7 @@ def test_the_split_models_cap_of_the_16_row_tile_is_what_the_committed_sweep_fav
     it picks without, and the cap changes no other tile's choice."""
     from nvfp4_kernels import tiling
 
-    data = json.loads((REPO / "benchmarks" / "experiments" / "fused-loader-and-placed-signs-2026-12-02.json")
-                      .read_text())
+    data = _experiment("fused-loader-and-placed-signs-2026-12-02.json")
     rows = data["run_2_split_sweep_large"] + data["run_2_split_sweep_small"]
     assert data["occupancy_reported"]["16"] == tiling.FUSED_OCCUPANCY_H200[tiling.fused_tile(16)] == 7
     capped = [tiling.fused_split_count(r["n"], r["k"], r["m"]) for r in rows]
@@ -406,7 +410,7 @@ def test_the_streamed_weights_window_kept_every_bit_and_was_no_slower_on_the_lar
     because, on the H200 A/B against the launch without it: every row of both layouts ran the same
     split count and gave the same SHA-256, and on 17408 x 5120 and 5120 x 17408 its L2-flushed time
     was never more than 1% slower and faster in the median (benchmarks/NOTES.md, eighth session)."""
-    data = json.loads((REPO / "benchmarks" / "experiments" / PROBES_2026_12_03).read_text())
+    data = _experiment(PROBES_2026_12_03)
     rows = data["rows"]["streamed_weights_tiled"] + data["rows"]["streamed_weights_row_major"]
     assert len(rows) >= 20
     for row in rows:
@@ -422,7 +426,7 @@ def test_the_m1_kernel_without_its_decode_is_still_most_of_its_flushed_time() ->
     (wrong results by design) still takes most of the real kernel's time on both large shapes, and
     removing the per-step barrier gains little; so the decode is not what holds M = 1 from 80% of
     the copy in that regime. Checked on the committed rows, so that the claim follows the data."""
-    data = json.loads((REPO / "benchmarks" / "experiments" / PROBES_2026_12_03).read_text())
+    data = _experiment(PROBES_2026_12_03)
     for key, floor in (("no_decode", 0.85), ("no_barrier", 0.95)):
         for row in data["rows"][key]:
             if row["m"] == 1:
@@ -439,7 +443,7 @@ def test_the_device_copy_is_slow_on_sizes_off_4_kib_at_every_distance() -> None:
     in the committed probe every half-size 2 KiB past a multiple of 4 KiB copied at least 10%
     slower than every multiple, as the bench allocates them and at every source-destination
     distance inside one allocation (so the distance is not the cause)."""
-    rows = json.loads((REPO / "benchmarks" / "experiments" / COPY_CEILING_2026_12_03).read_text())["rows"]
+    rows = _experiment(COPY_CEILING_2026_12_03)["rows"]
     fast = [r["median_us"] for r in rows if r["half_bytes"] % 4096 == 0]
     slow = [r["median_us"] for r in rows if r["half_bytes"] % 4096 == 2048]
     assert len(fast) >= 2 and len(slow) >= 20, (len(fast), len(slow))
@@ -453,7 +457,7 @@ def test_a_read_once_kernel_nearly_reaches_the_copy_and_fused_mma_at_m1_does_not
     call at M = 1 at most 70%; the mimic of its K loop (3 stages, a block per unit) without compute
     at least 80%. So the
     memory system allows the target; the kernel's work per step is what stands between."""
-    data = json.loads((REPO / "benchmarks" / "experiments" / FLOOR_PROBES_2026_12_03).read_text())
+    data = _experiment(FLOOR_PROBES_2026_12_03)
     for key in ("floor_probe", "floor_probe_with_mimic"):
         rows = [r for r in data[key] if r["flush"] == "write"]
         copy = next(r["median_us"] for r in rows if r["subject"] == "copy_of_row_bytes")
@@ -473,7 +477,7 @@ def test_the_persistent_unit_walk_kept_every_bit_and_was_slower_at_small_m() -> 
     merged: on the H200 it gave the same SHA-256 as main on all 60 rows and was slower, L2
     flushed, on every row with M <= 16 (0.81-0.97x), and never more than 2.5% faster elsewhere;
     its mimic agrees (persist no faster than a block per unit with the decode's stand-in work)."""
-    data = json.loads((REPO / "benchmarks" / "experiments" / FLOOR_PROBES_2026_12_03).read_text())
+    data = _experiment(FLOOR_PROBES_2026_12_03)
     rows = data["persistent_walk_ab_tiled"] + data["persistent_walk_ab_row_major"]
     assert len(rows) == 60
     for row in rows:
@@ -500,7 +504,7 @@ def test_the_programmatic_finalize_launch_kept_every_bit_and_sped_up_every_split
     (3% in the median; the one longer split call, 153 us, within 1%), and the calls without one
     (one split, or the last-block sum) stayed within 2% (benchmarks/NOTES.md, ninth session;
     docs/paths.md quotes the range)."""
-    data = json.loads((REPO / "benchmarks" / "experiments" / FINALIZE_PDL_2026_12_03).read_text())
+    data = _experiment(FINALIZE_PDL_2026_12_03)
     rows = [row for part in data["rows"].values() for row in part]
     assert len(rows) == 51
     for row in rows:
@@ -531,7 +535,7 @@ def test_the_tenth_session_variants_kept_every_bit_and_none_was_faster_where_the
     last-split sums change only the M = 1 calls, which sum inside the launch); the one-element sum by
     the tile's last split was within 2% at M = 1, and the programmatic weight prefetch gained only
     in graph replay at M = 1."""
-    data = json.loads((REPO / "benchmarks" / "experiments" / ABLATION_2026_12_03).read_text())
+    data = _experiment(ABLATION_2026_12_03)
     rows = data["rows"]
     assert sum(len(part) for part in rows.values()) == 223
     for key, part in rows.items():
@@ -559,7 +563,7 @@ def test_without_decode_and_epilogue_the_m1_loop_streams_like_a_read_only_kernel
     (probe level 4) the M = 1 call took no longer than 1.02x the slowest read-only kernel of the same
     run and at least 1.3x less than main; the decode alone (level 1) saved at least 12% at M = 1 and
     16, yet without it the call stayed below 80% of the copy, so the decode is not the whole gap."""
-    data = json.loads((REPO / "benchmarks" / "experiments" / ABLATION_2026_12_03).read_text())
+    data = _experiment(ABLATION_2026_12_03)
     floor = [r for r in data["floor_probe"]["rows"] if r["flush"] == "write"]
     copy = next(r["median_us"] for r in floor if r["subject"] == "copy_of_row_bytes")
     reads = [r["median_us"] for r in floor if r["subject"].startswith("read_")]
@@ -583,7 +587,7 @@ def test_the_host_split_count_is_near_the_best_on_tile_contiguous_weights() -> N
     splits (benchmarks/NOTES.md, tenth session)."""
     from collections import defaultdict
 
-    rows = json.loads((REPO / "benchmarks" / "experiments" / SPLIT_SWEEP_TILED_2026_12_03).read_text())["rows"]
+    rows = _experiment(SPLIT_SWEEP_TILED_2026_12_03)["rows"]
     cases = defaultdict(list)
     for row in rows:
         cases[(row["n"], row["k"], row["m"])].append(row)
@@ -602,8 +606,7 @@ def test_the_split_model_overshoots_on_a_small_layer_at_m1() -> None:
     """NOTES (tenth session): on 4096 x 4096 at M = 1 the host's split count (15) was at least 15%
     slower than the best count of the committed check sweep on both weight layouts (4 splits,
     10.59 us tiled), the next refit's case; the sweep covers every count from 1 to 15."""
-    rows = json.loads((REPO / "benchmarks" / "experiments" / "fused-split-sweep-4096-m1-2026-12-03.json")
-                      .read_text())["rows"]
+    rows = _experiment("fused-split-sweep-4096-m1-2026-12-03.json")["rows"]
     assert [r["splits"] for r in rows] == list(range(1, 16)) and sum(r["host"] for r in rows) == 1
     host = next(r for r in rows if r["host"])
     assert host["splits"] == 15
