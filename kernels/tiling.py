@@ -37,6 +37,19 @@ PARTIAL_WEIGHT = 0.25
 #: the 64-row tile (2 resident blocks, MMA-bound) gains almost nothing from the idle slots
 #: (benchmarks/NOTES.md, "The split model at M > 64")
 TAIL_WEIGHT: dict[int, float] = {8: 0.3, 16: 0.3, 32: 0.3, 64: 0.8}
+#: The thin tiles' (M <= 16) single-wave regime (fused_split_count): where the fill model's count
+#: leaves every block resident at once with more than this many blocks per multiprocessor ...
+LATENCY_MIN_BLOCKS_PER_SM = 2
+#: ... the call lasts one block's K walk, slowed once more than this many blocks share a
+#: multiprocessor (they divide its decode throughput) ...
+LATENCY_BLOCKS_PER_SM = 5.0
+#: ... plus a fixed cost per block (the pipeline's fill), in K steps ...
+LATENCY_FIXED_STEPS = 1.0
+#: ... plus the split-K sum, which reads one more partial per output for every split, in K steps
+#: per split. Fitted on the H200's sweeps of every count at M = 1, 8 and 16 on six layer shapes
+#: (benchmarks/NOTES.md, eleventh session): the same counts for every fixed cost from 0 to 2
+#: steps, split costs from 0.5 to 0.8 and a minimum of 2 or 3 blocks per SM.
+LATENCY_SPLIT_STEPS = 0.8
 
 
 def fused_tile(m: int) -> tuple[int, int]:
@@ -96,6 +109,11 @@ def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm
     the H200 this model picks within 4% of the fastest count measured on 17408 x 5120 and
     5120 x 17408 at M = 1, 8, 16, 64 and 256 (benchmarks/NOTES.md). ``blocks_per_sm`` (the
     kernel's occupancy) is capped at :data:`SPLIT_MODEL_MAX_BLOCKS` for the tiles it lists.
+
+    A thin-tile grid (M <= 16) that this count leaves in one wave of more than
+    :data:`LATENCY_MIN_BLOCKS_PER_SM` blocks per SM is not memory-bound but waits on its blocks'
+    decode; its count comes from :func:`_single_wave_split_count` instead (the small and mid-size
+    layers: 4096 x 4096, 5120 x 5120, 2048 x 6144, 6144 x 2048, 5120 x 17408).
     """
     rows, act_rows = fused_tile(m)
     if k % FUSED_STEP_K:
@@ -119,11 +137,35 @@ def fused_split_count(n: int, k: int, m: int, sms: int = H200_SMS, blocks_per_sm
         partial_bytes = 0 if s == 1 else 8 * s * m * n
         return fill * (1 - tail_weight + tail_weight * tail) / (1 + PARTIAL_WEIGHT * partial_bytes / weight_bytes)
 
+    counts = [s for s in range(1, min(MAX_SPLITS, steps) + 1) if s == 1 or -(-steps // s) >= MIN_STEPS_PER_SPLIT]
     best, best_score = 1, score(1)
-    for s in range(2, min(MAX_SPLITS, steps) + 1):
-        if -(-steps // s) < MIN_STEPS_PER_SPLIT:
-            break
+    for s in counts[1:]:
         current = score(s)
         if current > best_score * 1.03:
             best, best_score = s, current
+    if act_rows <= 16 and LATENCY_MIN_BLOCKS_PER_SM * sms < tiles * best <= slots:
+        return _single_wave_split_count(tiles, steps, sms, counts)
+    return best
+
+
+def _single_wave_split_count(tiles: int, steps: int, sms: int, counts: list[int]) -> int:
+    """The count with the shortest estimated call among ``counts`` for a thin-tile grid that fits
+    in one wave (fused_split_count): the K steps of one block (plus its fixed cost), stretched by
+    how far its SM is shared beyond :data:`LATENCY_BLOCKS_PER_SM`, plus the split sum's cost.
+
+    Why a second model: the fill model asks such grids for as many splits as fill every block
+    slot (15 on 4096 x 4096 at M = 1, 13 on 5120 x 17408); on the H200 those ran 1.03-1.22x
+    slower than 4-8 splits, whose blocks each walk more steps while fewer of them share an SM.
+    Grids of at most :data:`LATENCY_MIN_BLOCKS_PER_SM` blocks per SM (256 x 5120, 1024 x 2048)
+    keep the fill model's count, which the sweeps measured as the fastest there."""
+
+    def estimate(s: int) -> float:
+        per_sm = tiles * s / sms
+        sum_cost = LATENCY_SPLIT_STEPS * s if s > 1 else 0.0
+        return (-(-steps // s) + LATENCY_FIXED_STEPS) * max(1.0, per_sm / LATENCY_BLOCKS_PER_SM) + sum_cost
+
+    best = counts[0]
+    for s in counts[1:]:
+        if estimate(s) < estimate(best) * 0.999:  # a larger count must be strictly faster
+            best = s
     return best
