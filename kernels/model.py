@@ -22,14 +22,14 @@ GEMV_MAX_M = 8
 #: the fused kernel's K step: 128 values per step, so K % 128 == 0
 FUSED_K_MULTIPLE = 128
 #: the most weights (N * K) of a layer the decode GEMV takes under the default policy. On the
-#: H200, with calls back to back and every call streaming its weights from device memory, the
-#: GEMV (its K loop as of f92d14e) took at most 1.06x fused_mma's time at M = 1 and 8 on every
-#: layer of at most 2^26 weights timed (1024 x 1024 to 8192 x 8192; up to 1.90x faster on the
-#: small ones), and fused_mma at most 1.01x the GEMV's on every larger one (13824 x 5120 to
-#: 248320 x 2048, 17408 x 5120 and 5120 x 17408 included). 2^25 or 2^27 would each cost some
-#: layer 1.12x or more (benchmarks/experiments/decode-paths-rotating-2026-12-02-e36dfd6.json; a
-#: CPU test holds the limit to that file)
-GEMV_DEFAULT_MAX_WEIGHTS = 1 << 26
+#: H200, calls back to back and every call streaming its weights, the GEMV took at most 1.12x
+#: fused_mma's time at M = 1 and 8 on every layer of at most 2^24 weights timed (1024 x 1024 to
+#: 4096 x 4096; up to 1.57x faster on small ones), fused_mma at most 1.06x the GEMV's on every
+#: larger one (3072 x 8192 to 248320 x 2048). 2^23 or 2^25 would cost some layer 1.20x or more
+#: (benchmarks/experiments/decode-paths-rotating-2026-12-03-3f7e6fb.json, at the single-wave
+#: split counts; a CPU test holds the limit to it). It was 2^26 at the fill model's counts,
+#: which left fused_mma up to 1.2x slower on the layers between 2^24 and 2^26 weights.
+GEMV_DEFAULT_MAX_WEIGHTS = 1 << 24
 
 OPS = ("matmul", "dequantize")
 
@@ -42,8 +42,8 @@ class Policy:
     at most ``gemv_max_weights`` weights (N * K; None: any layer). ``fused_max_m``: the largest M
     the fused tensor-core path takes (at most 256); GEMV comes first in preference order, so the
     fused path takes the M <= fused_max_m that the GEMV does not. The defaults are the crossovers
-    measured on the H200: the GEMV was within 6% of the fused path or faster at every M from 1 to
-    8 on every layer of at most 2^26 weights and slower on larger ones
+    measured on the H200: the GEMV was within 12% of the fused path or faster at every M from 1 to
+    8 on every layer of at most 2^24 weights, the fused path within 6% of it on larger ones
     (:data:`GEMV_DEFAULT_MAX_WEIGHTS`), so on the bench's two large shapes (89 M weights) the
     fused path takes decode (BENCHMARKS.md, section "paths"; a
     CPU test checks the committed runs); the fused path beat prefill up to M = 128 (with the

@@ -280,23 +280,25 @@ def _decode_slowdown(rows: list[dict], limit: int) -> tuple[float, str]:
 
 
 def test_the_gemv_layer_size_limit_is_the_committed_measured_crossover() -> None:
-    """The default policy's GEMV layer limit (GEMV_DEFAULT_MAX_WEIGHTS, 2^26 weights) against the
+    """The default policy's GEMV layer limit (GEMV_DEFAULT_MAX_WEIGHTS, 2^24 weights) against the
     H200's decode times with every call streaming its weights (27 layer shapes, M = 1 and 8, the
-    GEMV's K loop as of f92d14e). No single layer-size limit is within 3% on every row (the
-    two paths trade places between 2^24 and 2^26 weights with the shape's wave fill), so the
-    limit is the power of two whose worst row loses least: at 2^26 the chosen path is at most
-    1.06x the faster one (5120 x 5120, M = 8, takes the GEMV); half the limit would leave
-    4096 x 11008, where the GEMV is 1.13x faster, to fused_mma, and twice it would give
-    5120 x 17408, where fused_mma is 1.14x faster, to the GEMV: both lose more, and fail here."""
+    fused path at the single-wave split counts of 3f7e6fb). No single layer-size limit is within
+    3% on every row (the two paths trade places between 2^23 and 2^26 weights with the shape's
+    wave fill), so the limit is the power of two whose worst row loses least: at 2^24 the chosen
+    path is at most 1.123x the faster one (6144 x 2048, M = 8, takes the GEMV); half the limit
+    would leave 3072 x 3072, where the GEMV is 1.21x faster, to fused_mma, and twice it would give
+    5120 x 5120, where fused_mma is 1.20x faster, to the GEMV: both lose more, and fail here. (With
+    the fill model's split counts the same rule chose 2^26:
+    decode-paths-rotating-2026-12-02-e36dfd6.json.)"""
     from nvfp4_kernels.model import GEMV_DEFAULT_MAX_WEIGHTS, Policy
 
-    name = "decode-paths-rotating-2026-12-02-e36dfd6.json"
+    name = "decode-paths-rotating-2026-12-03-3f7e6fb.json"
     data = _experiment(name)
     rows = data["rows"]
     assert len({(r["n"], r["k"]) for r in rows}) >= 20 and {r["m"] for r in rows} == {1, 8}
     assert Policy().gemv_max_weights == GEMV_DEFAULT_MAX_WEIGHTS
     worst, where = _decode_slowdown(rows, GEMV_DEFAULT_MAX_WEIGHTS)
-    assert worst <= 1.06, f"the default limit costs {where} {worst:.3f}x"
+    assert worst <= 1.125, f"the default limit costs {where} {worst:.3f}x"
     for other in (GEMV_DEFAULT_MAX_WEIGHTS // 2, GEMV_DEFAULT_MAX_WEIGHTS * 2):
         other_worst, other_where = _decode_slowdown(rows, other)
         assert other_worst > worst, (f"a limit of {other} weights loses at most {other_worst:.3f}x "

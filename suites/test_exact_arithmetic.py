@@ -9,7 +9,7 @@ arithmetic rounded exactly that way:
 * prefill: ``to_T(to_T(sum) + bias)`` - the matmul rounds, then the bias add rounds again.
 
 The default policy takes the GEMV at M <= 8 on every layer these tests build (all far below
-its 2^26 weights), so the other paths' decode-sized checks run under :data:`LARGE`, a policy
+its 2^24 weights), so the other paths' decode-sized checks run under :data:`LARGE`, a policy
 under which every layer is too large for the GEMV. A GEMV that rounds before adding the bias, a
 kernel that accumulates in fp16, a swapped nibble or a scale read one block early all change
 bits here, and the values below are chosen so that single and double rounding really differ

@@ -24,7 +24,7 @@ if not torch.cuda.is_available():
 
 import nvfp4_kernels  # noqa: E402
 
-#: the default's GEMV range spelled out (M <= 8 on layers of at most 2^26 weights: every layer
+#: the default's GEMV range spelled out (M <= 8 on layers of at most 2^24 weights: every layer
 #: here), and a policy under which every layer is too large for the GEMV, so decode goes fused;
 #: one object each, so the fast path's plans (kept per policy object) are reused from call to call
 GEMV_ON = Policy(gemv_max_m=8)

@@ -32,7 +32,7 @@ def large_layer_decode_path(k: int, block_size: int) -> str:
     large (LARGE), from the guard table of docs/paths.md: fused_mma where block 16 and
     K % 128 == 0 (M = 1 <= fused_max_m = 128); otherwise prefill_vec8 (K % 8 == 0, even block).
     Under the default policy every decode step takes the GEMV (M = 1 <= gemv_max_m = 8, block 16,
-    K % 32 == 0, and the tiny model's layers are far below 2^26 weights)."""
+    K % 32 == 0, and the tiny model's layers are far below 2^24 weights)."""
     if block_size == 16 and k % 128 == 0:
         return "fused_mma"
     assert k % 8 == 0 and block_size % 2 == 0, "the tiny model's shapes all satisfy vec8's guards"

@@ -29,7 +29,7 @@ def event_for(m, k, block_size=16, **kwargs):
     return simulated_event(m, k, block_size, dtype="float16", **kwargs)
 
 
-#: the default's GEMV range spelled out (M <= 8 on layers of at most 2^26 weights: every layer here)
+#: the default's GEMV range spelled out (M <= 8 on layers of at most 2^24 weights: every layer here)
 GEMV_ON = Policy(gemv_max_m=8)
 #: every layer too large for the GEMV (its small_layer guard false)
 LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)

@@ -267,7 +267,7 @@ BIG_N = 65_537  # more rows than a 2-D grid's blockIdx.y can cover (65,535)
 
 #: The policy under which every layer is too large for the decode GEMV (``gemv_max_weights = 0``:
 #: its small_layer guard false). The default takes the GEMV for 1 <= M <= 8 on every layer of at
-#: most 2^26 weights (the H200 crossover), which is every layer of this matrix (a 2^26-weight
+#: most 2^24 weights (the H200 crossover), which is every layer of this matrix (a 2^24-weight
 #: layer would take the CPU backend minutes), so the cases that reach the fused path or prefill at
 #: decode M through that guard carry this policy.
 LARGE_LAYERS_POLICY = Policy(gemv_max_weights=0)
@@ -277,7 +277,7 @@ FUSED_FULL_POLICY = Policy(fused_max_m=256)
 
 #: The matrix: (path forced, guard side exercised) for every path, edges included.
 MATRIX: tuple[ShapeCase, ...] = (
-    # gemv: 1 <= M <= gemv_max_m (8), N * K <= gemv_max_weights (2^26), block 16, K % 32 == 0
+    # gemv: 1 <= M <= gemv_max_m (8), N * K <= gemv_max_weights (2^24), block 16, K % 32 == 0
     _mm("gemv-m1-n1", (1,), 1, 32, 16, "float16", "gemv", "M = 1, N = 1"),
     _mm("gemv-m1-bias", (1,), 48, 64, 16, "bfloat16", "gemv", "M = 1 with bias", bias=True),
     _mm("gemv-m8-edge", (8,), 40, 96, 16, "float16", "gemv", "M = 8: the last M the GEMV takes (gemv_max_m = 8)",

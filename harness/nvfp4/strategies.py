@@ -7,7 +7,7 @@ M and the alignment so that exactly that happens. Nothing is generated and throw
 Hypothesis never starves on a filter and shrinking stays inside the requested path.
 
 Policies: the default policy (``Policy()``) takes the decode GEMV for ``1 <= M <= 8`` on layers of
-at most 2^26 weights, every layer drawn here, and lets the fused tensor-core path take the rest
+at most 2^24 weights, every layer drawn here, and lets the fused tensor-core path take the rest
 of ``1 <= M <= 128``. Problems that must reach the fused path or prefill at decode M through the
 GEMV's small_layer guard carry a policy under which every layer is too large for the GEMV
 (:data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY`) in their case's ``policy`` field;
@@ -178,7 +178,7 @@ def _problems(draw: st.DrawFn, paths: tuple[str, ...], op: str, dtype: str | Non
     misaligned = None
     policy = DEFAULT_POLICY
     n_limit = max_n
-    if path == "gemv":  # the default policy takes it on layers of at most 2^26 weights
+    if path == "gemv":  # the default policy takes it on layers of at most 2^24 weights
         bs, k = 16, 32 * draw(st.integers(1, max_k // 32))
         m = draw(st.integers(1, min(DEFAULT_POLICY.gemv_max_m, max_m)))
         n_limit = min(max_n, DEFAULT_POLICY.gemv_max_weights // k)

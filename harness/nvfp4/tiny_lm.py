@@ -7,7 +7,7 @@ and is quantized once with :func:`nvfp4_kernels.nvfp4.quantize`; every linear ca
 :func:`nvfp4_kernels.nvfp4_matmul` through the dispatcher, on CPU tensors or CUDA tensors alike.
 
 Why the shapes: hidden 64 and intermediate 128 keep K % 32 == 0 with block size 16, so the
-decode steps (M = 1) take the GEMV under the default policy (every layer is far below its 2^26
+decode steps (M = 1) take the GEMV under the default policy (every layer is far below its 2^24
 weights). When a policy refuses the GEMV (``Policy(gemv_max_weights=0)``) they take fused_mma
 where K % 128 == 0 (the ``down`` projection, K = 128) and prefill_vec8 elsewhere (K = 64). The
 prompt (28 tokens) is prefilled with M = 28 through the fused path or prefill_vec8, or through
