@@ -157,15 +157,17 @@ def _single_wave_split_count(tiles: int, steps: int, sms: int, counts: list[int]
     slot (15 on 4096 x 4096 at M = 1, 13 on 5120 x 17408); on the H200 those ran 1.03-1.22x
     slower than 4-8 splits, whose blocks each walk more steps while fewer of them share an SM.
     Grids of at most :data:`LATENCY_MIN_BLOCKS_PER_SM` blocks per SM (256 x 5120, 1024 x 2048)
-    keep the fill model's count, which the sweeps measured as the fastest there."""
+    keep the fill model's count, which the 2026-12-01 sweep (an older kernel) measured fastest
+    there; today's kernel favours this estimate on them too (benchmarks/NOTES.md, tiny layers)."""
 
     def estimate(s: int) -> float:
         per_sm = tiles * s / sms
         sum_cost = LATENCY_SPLIT_STEPS * s if s > 1 else 0.0
         return (-(-steps // s) + LATENCY_FIXED_STEPS) * max(1.0, per_sm / LATENCY_BLOCKS_PER_SM) + sum_cost
 
-    best = counts[0]
+    best, best_estimate = counts[0], estimate(counts[0])
     for s in counts[1:]:
-        if estimate(s) < estimate(best) * 0.999:  # a larger count must be strictly faster
-            best = s
+        current = estimate(s)
+        if current < best_estimate * 0.999:  # a larger count must be strictly faster
+            best, best_estimate = s, current
     return best
