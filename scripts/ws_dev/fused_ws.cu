@@ -1,0 +1,579 @@
+// Development build (not part of the library yet): a warp-specialized fused NVFP4 matmul for
+// medium M on Hopper warpgroup MMAs (sm_90a). Y = A @ W^T (+ bias), block size 16, K % 128 == 0,
+// weights in the tile-contiguous layout (nvfp4_kernels.layout.tile_weights, signs placed).
+//
+// Roles. A block owns NT weight rows and 64 C activation rows, and walks its split's 128-value K
+// steps. Three kinds of work, three rings in shared memory:
+// - the copy warp (the last producer warp) copies each step's packed bytes and scale bytes of the
+//   block's rows by 16-byte cp.async, RS - 1 steps ahead, into the raw ring (RS stages); each lane
+//   arrives on the stage's full barrier as its copies land (cp.async.mbarrier.arrive.noinc). A
+//   first version had one consumer thread issue bulk copies (cp.async.bulk, up to eight runs a
+//   step): about 1100 cycles a step of that thread's time, on the consumers' critical path;
+// - the decoding warps (P - 1, no accumulators) decode a raw stage into a decoded stage (D
+//   stages): a unit is 8 weight rows of one step, the units of a step go to the warps round robin
+//   (warp w's units continue where its last step's left off, so every warp has the same share over
+//   time), two units side by side; each lane decodes 32 weights of a unit (two scale blocks, four
+//   words) with the table decode of mma_decode.cuh (or the exact multiply form where a block's
+//   scale leaves the table's range) and stores them as a wgmma B operand (K-major, 128-byte
+//   swizzle);
+// - the consumer warpgroups (C, 64 activation rows each) copy their activations (cp.async, the
+//   mma.sync kernel's swizzle), take their A fragments with 16-byte shared loads and run
+//   wgmma.m64nNTk16 with A from registers and B by descriptor; the fragments of step s + 1 are
+//   loaded while the wgmmas of step s run (two fragment buffers), and a decoded stage is released
+//   once the next step's wgmmas are issued and its own are complete (wgmma.wait_group 1).
+// Full / empty mbarriers order the rings; setmaxnreg moves registers from producers to consumers
+// (ptxas gives the consumer code the raised budget when the roles are an early-returning branch;
+// as two inlined branches of an if / else it spilled, and with 640 threads it refused, C7602).
+//
+// Bits. Each k16 wgmma of a 128-value step sums exactly the 16 products that the mma.sync kernel's
+// MMA of the same index sums, in the same slots: MMA j = 2 q + h takes K = 32 t + 8 q + 4 h + i
+// (t, i in 0..3) at slot 2 t + (i & 1) + 8 (i >> 1). The decoded tile puts weight K there, and the
+// A fragment is the mma.sync kernel's B fragment of the same activation values. The chain runs j =
+// 0..7 per step, steps in order, from +0.0; splits as fused_mma's (equal step ranges, partials
+// summed in split order by the same finalize kernel). So at the same split count it gives the
+// mma.sync kernel's bits, which the dev script checks.
+#include <type_traits>
+
+#include "mma_decode.cuh"
+#include "wgmma_rs.cuh"
+
+// Timing probe (WS_TRACE builds only): clock64 per step of block 0, producer warps 0 and P - 1
+// (slots 0..2 and 10..12) and the consumer's thread 0 (slots 4..8), read by nvfp4ws_trace.
+#ifdef WS_TRACE
+__device__ long long g_ws_trace[256][16];
+#define WS_TRACE_AT(i) \
+  if (blockIdx.x == 0 && tid == 0 && s < 256) g_ws_trace[s][i] = clock64()
+#define WS_PTRACE_AT(i)                                                            \
+  if (blockIdx.x == 0 && lane == 0 && (pw == 0 || pw == P - 2) && s < 256) \
+  g_ws_trace[s][(i) + (pw == 0 ? 0 : 10)] = clock64()
+#else
+#define WS_TRACE_AT(i)
+#define WS_PTRACE_AT(i)
+#endif
+
+namespace {
+
+using nvfp4::build_table;
+using nvfp4::decode_word;
+using nvfp4::DecodeTable;
+using nvfp4::e4m3x2_to_f32;
+using nvfp4::OutT;
+using nvfp4::prmt;
+using nvfp4::table_ok;
+
+constexpr int kStepK = 128;
+#ifndef WS_PRODUCER_WARPS
+#define WS_PRODUCER_WARPS 12
+#endif
+#ifndef WS_RS
+#define WS_RS 4  // raw stages
+#endif
+#ifndef WS_D
+#define WS_D 3  // decoded stages
+#endif
+#ifndef WS_DA
+#define WS_DA 3  // activation stages (one consumer warpgroup)
+#endif
+
+template <int NT, int C, int P, int RS, int D, int DA>
+struct WsTile {
+  static constexpr int kConsumers = 128 * C;
+  static constexpr int kProducers = 32 * P;
+  static constexpr int kThreads = kConsumers + kProducers;
+  static constexpr int kActRows = 64 * C;
+  static constexpr int kUnits = NT / 8;          // 8-row decode units per step
+  static constexpr int kHalfBytes = NT * 128;    // one K half of a decoded step
+  static constexpr int kDecBytes = 2 * kHalfBytes;
+  static constexpr int kActBytes = kActRows * 256;
+  static constexpr int kRawPacked = NT * 64;     // a raw stage: the rows' packed bytes, then their scales
+  static constexpr int kRawBytes = NT * 72;
+  static constexpr int kDecOff = 0;
+  static constexpr int kActOff = kDecOff + D * kDecBytes;
+  static constexpr int kRawOff = kActOff + DA * kActBytes;
+  // registers a thread: the launch's even share (65536 / threads, in units of 8), then setmaxnreg
+  // moves some from the producers to the consumers (kConsRegs), the producers keeping the rest
+  static constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 248 : (65536 / kThreads) / 8 * 8;
+  static constexpr int kConsRegs = NT >= 160 ? 184 : 176;  // no spills in either role (ptxas -v)
+  // two units decoded side by side need about 100 registers: only where the producers keep that
+  static constexpr bool kPairs = C == 1;
+  static constexpr int kProdRegs = ((kThreads * kLaunchRegs - kConsumers * kConsRegs) / kProducers) / 8 * 8;
+  static constexpr int kBarOff = kRawOff + RS * kRawBytes;
+  static constexpr int kBars = 2 * D + 2 * RS;
+  static constexpr int kSmemBytes = kBarOff + 8 * kBars + 1024;  // + the base's alignment to 1024
+  static_assert(NT % 8 == 0 && kHalfBytes % 1024 == 0, "whole swizzle atoms per K half");
+  static_assert(kProdRegs >= 24 && kConsumers * kConsRegs + kProducers * kProdRegs <= kThreads * kLaunchRegs,
+                "setmaxnreg must not ask the pool for more than the launch gave it");
+  static_assert(P - 1 <= kUnits, "every decoding warp has a unit in every step");
+  static_assert(kRawPacked % 16 == 0, "bulk copies are 16-byte granular");
+  static_assert(kSmemBytes <= 232448, "shared memory");
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts64(uint32_t addr, uint32_t a, uint32_t b) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint2 lds64(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WS_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WS_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// arrives on the mbarrier once all of this thread's earlier cp.async copies have landed (the
+// barrier's expected count includes this arrival: .noinc)
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void fence_acc(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+
+// K-major operand, 128-byte swizzle: 128-byte rows in 1024-byte atoms of 8 rows (stride 1024), the
+// start address >> 4 in bits 0-13, leading offset 1 (unused when swizzled), layout 1 in bits 62-63.
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// the mma.sync kernel's activation swizzle (fused_mma.cu act_chunk): conflict-free 16-byte loads
+__device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) & 1) << 1) ^ (r & 1); }
+
+// A ring position: the stage and the parity of its current use, advanced one step at a time.
+template <int STAGES>
+struct RingPos {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void next() {
+    if (++stage == STAGES) stage = 0, phase ^= 1u;
+  }
+};
+
+template <typename T, int NT, int C, int P, int RS, int D, int DA>
+__global__ void __launch_bounds__(WsTile<NT, C, P, RS, D, DA>::kThreads, 1)
+nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
+                      const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
+                      const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
+                      float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
+                      int steps_per_split) {
+  using TL = WsTile<NT, C, P, RS, D, DA>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t dec_full = base + TL::kBarOff;  // D, then D dec_empty, RS raw_full, RS raw_empty
+  const uint32_t dec_empty = dec_full + 8 * D;
+  const uint32_t raw_full = dec_empty + 8 * D;
+  const uint32_t raw_empty = raw_full + 8 * RS;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int m_tile = blockIdx.x % m_tiles;
+  const int n_tile = (blockIdx.x / m_tiles) % n_tiles;
+  const int split = blockIdx.x / (m_tiles * n_tiles);
+  const int n0 = n_tile * NT;
+  const int m0 = m_tile * TL::kActRows;
+  const int total_steps = k / kStepK;
+  const int step0 = split * steps_per_split;
+  const int steps = max(0, min(step0 + steps_per_split, total_steps) - step0);
+  if (tid == 0) {
+    for (int i = 0; i < D; ++i) {
+      mbar_init(dec_full + 8 * i, P - 1);
+      mbar_init(dec_empty + 8 * i, C);
+    }
+    for (int i = 0; i < RS; ++i) {
+      mbar_init(raw_full + 8 * i, 32);      // the copy warp's lanes, as their copies land
+      mbar_init(raw_empty + 8 * i, P - 1);  // the decoding warps
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (tid >= TL::kConsumers) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(TL::kProdRegs) : "memory");
+    // ---- producers: decode each raw stage into a decoded stage ------------------------------------
+    // Lane l decodes row 8 u + l % 8 of its unit u, words q = 2p, 2p + 1 (p = l / 16) of quarters
+    // 2 th, 2 th + 1 (th = l / 8 % 2): two scale blocks, four words, eight 8-byte stores (conflict
+    // free: the 16 lanes of one p hit 16 different 8-byte slots of a 128-byte row span).
+    const int pw = (tid - TL::kConsumers) >> 5;
+    const int lane = tid & 31;
+    if (pw == P - 1) {
+      // ---- the copy warp: each step's packed bytes and scale bytes of the block's rows, RS - 1
+      // steps ahead, by 16-byte cp.async per lane; each lane's copies arrive on the stage's full
+      // barrier as they land (cp.async.mbarrier.arrive.noinc). Packed chunk j of lane l is row
+      // l / 4 + 8 j, quarter l % 4, stored at quarter (l % 4) ^ (row / 2 % 4) of the row's 64 bytes
+      // (the decoders' reads are then conflict free); scale chunk j is rows 2 (l + 32 j), + 1.
+      const int rows_padded = 64 * ((n + 63) / 64);
+      const int crow = lane >> 2, cq = lane & 3;
+      RingPos<RS> copy_pos;
+      for (int sn = 0; sn < steps; ++sn) {
+        if (sn >= RS) mbar_wait(raw_empty + 8 * copy_pos.stage, copy_pos.phase ^ 1u);
+        const uint32_t raw = base + TL::kRawOff + copy_pos.stage * TL::kRawBytes;
+#ifndef WS_PROBE_NO_COPY  // timing probe only: the raw stages are never filled
+#pragma unroll
+        for (int j = 0; j < TL::kUnits; ++j) {
+          const int r = crow + 8 * j, grow = n0 + r;
+          const uint32_t off = static_cast<uint32_t>(((grow >> 6) * total_steps + step0 + sn) * 4096 + (grow & 63) * 64 + cq * 16);
+          cp_async16(raw + r * 64 + ((cq ^ ((r >> 1) & 3)) << 4), packed + off, grow < rows_padded);
+        }
+#pragma unroll
+        for (int j = 0; j < (NT / 2 + 31) / 32; ++j) {
+          const int r = 2 * (lane + 32 * j), grow = n0 + r;
+          if (r < NT) {
+            const uint32_t off = static_cast<uint32_t>(((grow >> 6) * total_steps + step0 + sn) * 512 + (grow & 63) * 8);
+            cp_async16(raw + TL::kRawPacked + r * 8, scales + off, grow < rows_padded);
+          }
+        }
+#endif
+        cp_async_arrive_noinc(raw_full + 8 * copy_pos.stage);
+        copy_pos.next();
+      }
+      cp_async_wait<0>();
+      return;
+    }
+    // ---- the decoding warps (P - 1): each raw stage into a decoded stage
+    const int urow = lane & 7, th = (lane >> 3) & 1, p = lane >> 4;
+    const float gs = __ldg(g_ptr);
+    const uint32_t rd0 = urow * 64 + (((2 * th) ^ ((urow >> 1) & 3)) << 4) + 8 * p;  // quarter 2 th
+    const uint32_t rd1 = urow * 64 + (((2 * th + 1) ^ ((urow >> 1) & 3)) << 4) + 8 * p;  // quarter 2 th + 1
+    const uint32_t rds = TL::kRawPacked + urow * 8 + 4 * th;
+    const uint32_t sel = 0x20u + 0x11u * static_cast<uint32_t>(p);
+    const uint32_t wr = p * TL::kHalfBytes + urow * 128 + 8 * th;
+    // NU units (u, u + P - 1, ...) of one step: loads, decode and stores, the units side by side
+    auto decode_units = [&](auto nu_tag, uint32_t raw, uint32_t dec, int u0) {
+      constexpr int NU = decltype(nu_tag)::value;
+      uint32_t words[NU][2][2], sw[NU];
+#pragma unroll
+      for (int v = 0; v < NU; ++v) {
+        const int u = u0 + v * (P - 1);
+        const uint2 wa = lds64(raw + u * 512 + rd0);  // quarter 2 th: words 2p, 2p + 1
+        const uint2 wb = lds64(raw + u * 512 + rd1);  // quarter 2 th + 1
+        sw[v] = lds32(raw + u * 64 + rds);
+        words[v][0][0] = wa.x, words[v][0][1] = wa.y, words[v][1][0] = wb.x, words[v][1][1] = wb.y;
+      }
+      float sc[NU][2];
+      bool all_table = true;
+#pragma unroll
+      for (int v = 0; v < NU; ++v) {
+        const float2 s01 = e4m3x2_to_f32(prmt(sw[v], 0u, sel));
+        sc[v][0] = s01.x * gs, sc[v][1] = s01.y * gs;
+        all_table &= table_ok<T>(sc[v][0]) & table_ok<T>(sc[v][1]);
+      }
+      uint32_t r[NU][2][2][4];
+#ifdef WS_PROBE_NO_DECODE
+#pragma unroll
+      for (int v = 0; v < NU; ++v)
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+          for (int qq = 0; qq < 2; ++qq)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) r[v][t][qq][c] = words[v][t][qq] ^ c ^ __float_as_uint(sc[v][t]);
+#else
+      if (all_table) {
+#pragma unroll
+        for (int v = 0; v < NU; ++v) {
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const DecodeTable tb = build_table<T>(sc[v][t]);
+            nvfp4::decode_word_table_placed(words[v][t][0], tb, r[v][t][0]);
+            nvfp4::decode_word_table_placed(words[v][t][1], tb, r[v][t][1]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < NU; ++v) {
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const uint32_t w0 = nvfp4::unplace_signs(words[v][t][0]), w1 = nvfp4::unplace_signs(words[v][t][1]);
+            const float big = sc[v][t] * nvfp4::pow2_14();
+            const bool slow =
+                fabsf(big) == __uint_as_float(0x7F800000u) && fabsf(sc[v][t]) != __uint_as_float(0x7F800000u);
+            if (!slow) {
+              decode_word<T, true>(w0, big, r[v][t][0]);
+              decode_word<T, true>(w1, big, r[v][t][1]);
+            } else {
+              decode_word<T, false>(w0, sc[v][t], r[v][t][0]);
+              decode_word<T, false>(w1, sc[v][t], r[v][t][1]);
+            }
+          }
+        }
+      }
+#endif
+      // word (t, q = 2p + qq) register c holds K = 32 t + 8 q + 2 c, +1: byte 64 qq + 16 c + 4 t of
+      // K half p of the row (MMA 2 q + (c >> 1), slot 2 t, + 8 for odd c); quarters 2 th, 2 th + 1
+      // are the two words of one 8-byte store
+#pragma unroll
+      for (int v = 0; v < NU; ++v) {
+        const uint32_t row_base = dec + (u0 + v * (P - 1)) * 1024 + wr;
+#pragma unroll
+        for (int qq = 0; qq < 2; ++qq) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const uint32_t chunk = static_cast<uint32_t>((4 * qq + c) ^ urow);
+            sts64(row_base + (chunk << 4), r[v][0][qq][c], r[v][1][qq][c]);
+          }
+        }
+      }
+    };
+    RingPos<RS> raw_pos;
+    RingPos<D> dec_pos;
+    int u = pw;
+    for (int s = 0; s < steps; ++s) {
+      mbar_wait(raw_full + 8 * raw_pos.stage, raw_pos.phase);
+      WS_PTRACE_AT(0);
+      if (s >= D) mbar_wait(dec_empty + 8 * dec_pos.stage, dec_pos.phase ^ 1u);
+      WS_PTRACE_AT(1);
+      const uint32_t raw = base + TL::kRawOff + raw_pos.stage * TL::kRawBytes;
+      const uint32_t dec = base + TL::kDecOff + dec_pos.stage * TL::kDecBytes;
+      // the warp's units of this step, two at a time so that their independent chains interleave
+      if constexpr (TL::kPairs) {
+        for (; u + (P - 1) < TL::kUnits; u += 2 * (P - 1)) {
+          decode_units(std::integral_constant<int, 2>{}, raw, dec, u);
+        }
+      } else {
+        for (; u + (P - 1) < TL::kUnits; u += P - 1) {
+          decode_units(std::integral_constant<int, 1>{}, raw, dec, u);
+        }
+      }
+      if (u < TL::kUnits) {
+        decode_units(std::integral_constant<int, 1>{}, raw, dec, u);
+        u += P - 1;
+      }
+      u -= TL::kUnits;
+      WS_PTRACE_AT(2);
+#ifndef WS_PROBE_NO_FENCE  // timing probe only: without it the wgmma may read stale values
+      fence_proxy_async();  // this thread's stores, before the async proxy (wgmma) reads them
+#endif
+      __syncwarp();
+      if (lane == 0) {
+        mbar_arrive(raw_empty + 8 * raw_pos.stage);
+        mbar_arrive(dec_full + 8 * dec_pos.stage);
+      }
+      raw_pos.next();
+      dec_pos.next();
+    }
+    return;
+  }
+
+  // ---- consumer warpgroup(s): copies issued, activations in, wgmma out ---------------------------
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(TL::kConsRegs) : "memory");
+  const int wg = tid >> 7;  // 0 .. C - 1: activation rows 64 wg .. 64 wg + 63 of the tile
+  const int ct = tid & 127;
+  const int warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t act = base + TL::kActOff + wg * 64 * 256;
+  // copies: 64 rows x 16 chunks per step, 8 per thread; copy jj is row r0c + 8 jj, chunk cc (the
+  // same swizzle for every jj: act_chunk depends on the row's parity only), so one source pointer,
+  // one destination offset and a validity mask serve all eight
+  const int r0c = ct >> 4, cc = ct & 15;
+  const int64_t row_stride = static_cast<int64_t>(k) * 2;
+  const uint8_t* asrc = a + (static_cast<int64_t>(min(m0 + 64 * wg + r0c, m - 1)) * k + cc * 8 +
+                             static_cast<int64_t>(step0) * kStepK) * 2;
+  const uint32_t adst = r0c * 256 + act_chunk(cc, r0c) * 16;
+  uint32_t amask = 0;
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) amask |= static_cast<uint32_t>(m0 + 64 * wg + r0c + 8 * jj < m) << jj;
+  auto load_act = [&](int stage) {
+#ifdef WS_PROBE_NO_ACT  // timing probe only: the activations are never copied
+    return;
+#endif
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const bool ok = (amask >> jj) & 1u;
+      cp_async16(act + stage * TL::kActBytes + adst + jj * 8 * 256, asrc + (ok ? jj * 8 * row_stride : 0), ok);
+    }
+    asrc += 256;
+  };
+  float acc[NT / 2];
+#pragma unroll
+  for (int x = 0; x < NT / 2; ++x) acc[x] = 0.f;
+  // Activation stages: the copies of step s are commit group s; the A fragments of step s + 1 are
+  // loaded while the wgmmas of step s run (two fragment buffers), and the decoded stage of step
+  // s - 1 is released once the wgmmas of step s are issued and those of s - 1 are complete.
+  const int r0 = 16 * warp + g, r1 = r0 + 8;
+  uint32_t af0[8][4], af1[8][4];
+  auto load_fragments = [&](int s, uint32_t (&f)[8][4]) {
+    const uint32_t as = act + (s % DA) * TL::kActBytes;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint4 x0 = lds128(as + r0 * 256 + act_chunk(4 * t + q, r0) * 16);
+      const uint4 x1 = lds128(as + r1 * 256 + act_chunk(4 * t + q, r1) * 16);
+      f[2 * q][0] = x0.x, f[2 * q][1] = x1.x, f[2 * q][2] = x0.y, f[2 * q][3] = x1.y;
+      f[2 * q + 1][0] = x0.z, f[2 * q + 1][1] = x1.z, f[2 * q + 1][2] = x0.w, f[2 * q + 1][3] = x1.w;
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < DA; ++s) {
+    if (s < steps) load_act(s);
+    cp_async_commit();
+  }
+  cp_async_wait<DA - 1>();
+  named_barrier(1 + wg, 128);  // step 0's activations are in for the warpgroup
+  load_fragments(0, af0);
+  RingPos<D> dec_pos;
+  uint32_t prev_stage = 0;
+  // one step: its wgmmas from fragments `cur`, then step s + 1's fragments into `nxt` (the two
+  // buffers alternate, so the loop below runs two steps per iteration with fixed registers)
+  auto step = [&](int s, uint32_t (&cur)[8][4], uint32_t (&nxt)[8][4]) {
+    WS_TRACE_AT(4);
+    mbar_wait(dec_full + 8 * dec_pos.stage, dec_pos.phase);
+    WS_TRACE_AT(5);
+    const uint32_t dec = base + TL::kDecOff + dec_pos.stage * TL::kDecBytes;
+    wgmma_fence();
+#ifndef WS_PROBE_NO_MMA
+#pragma unroll
+    for (int jmma = 0; jmma < 8; ++jmma) {
+      WgmmaRS<T, NT>::run(acc, cur[jmma], desc_sw128(dec + (jmma >> 2) * TL::kHalfBytes + (jmma & 3) * 32));
+    }
+#endif
+    wgmma_commit();
+    wgmma_wait_one();  // step s - 1's wgmmas are complete: its decoded stage and fragments are free
+    WS_TRACE_AT(6);
+    if (s > 0 && ct == 0) mbar_arrive(dec_empty + 8 * prev_stage);
+    prev_stage = dec_pos.stage;
+    dec_pos.next();
+    if (s + 1 < steps) {
+      cp_async_wait<DA - 2>();
+      named_barrier(1 + wg, 128);  // step s + 1's activations are in; step s's stage was read by all
+      WS_TRACE_AT(8);
+      if (s + DA < steps) load_act(s % DA);
+      cp_async_commit();
+      load_fragments(s + 1, nxt);
+    }
+    WS_TRACE_AT(7);
+  };
+  for (int s = 0; s < steps; s += 2) {
+    step(s, af0, af1);
+    if (s + 1 < steps) step(s + 1, af1, af0);
+  }
+  wgmma_wait_all();
+#pragma unroll
+  for (int x = 0; x < NT / 2; ++x) fence_acc(acc[x]);
+  cp_async_wait<0>();
+  // D fragment: acc[4 i + c] = activation row 16 warp + g + 8 (c >> 1), weight row 8 i + 2 t + (c & 1)
+#pragma unroll
+  for (int x = 0; x < NT / 2; ++x) {
+    const int i8 = x >> 2, c = x & 3;
+    const int mm = m0 + 64 * wg + 16 * warp + g + 8 * (c >> 1);
+    const int nn = n0 + 8 * i8 + 2 * t + (c & 1);
+    if (mm < m && nn < n) {
+      float v = acc[x];
+      if (partial != nullptr) {
+        partial[(static_cast<int64_t>(split) * m + mm) * n + nn] = v;
+      } else {
+        if (bias != nullptr) v += OutT<T>::to_f32(bias[nn]);
+        out[static_cast<int64_t>(mm) * n + nn] = OutT<T>::one(v);
+      }
+    }
+  }
+}
+
+template <typename T, int NT, int C, int P, int RS, int D, int DA>
+cudaError_t launch_ws(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                      void* out, float* workspace, int m, int n, int k, int splits, cudaStream_t stream) {
+  using TL = WsTile<NT, C, P, RS, D, DA>;
+  const auto kernel = nvfp4_fused_ws_kernel<T, NT, C, P, RS, D, DA>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int n_tiles = (n + NT - 1) / NT;
+  const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
+  const int steps = k / kStepK;
+  const int per = (steps + splits - 1) / splits;
+  const unsigned blocks = static_cast<unsigned>(n_tiles) * m_tiles * splits;
+  float* part = splits > 1 ? workspace : nullptr;
+  kernel<<<blocks, TL::kThreads, TL::kSmemBytes, stream>>>(
+      static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(packed), static_cast<const uint8_t*>(scales),
+      static_cast<const float*>(g), static_cast<const unsigned short*>(bias), static_cast<unsigned short*>(out),
+      part, m, n, k, n_tiles, m_tiles, per);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || splits <= 1) return err;
+  return nvfp4::launch_splitk_finalize<T>(workspace, static_cast<const unsigned short*>(bias),
+                                          static_cast<unsigned short*>(out), m, n, splits, stream);
+}
+
+// two consumer warpgroups: fewer producers (registers) and activation stages (shared memory)
+template <int C>
+struct Config {
+  static constexpr int kP = C == 2 ? 8 : WS_PRODUCER_WARPS;
+  static constexpr int kRS = C == 2 ? 4 : WS_RS;
+  static constexpr int kDA = C == 2 ? 3 : WS_DA;
+  static constexpr int kD = C == 2 ? 2 : WS_D;
+};
+
+template <typename T, int C>
+cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* scales, const void* g,
+                      const void* bias, void* out, float* workspace, int m, int n, int k, int splits,
+                      cudaStream_t stream) {
+  using Cf = Config<C>;
+  switch (nt) {
+    case 128: return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    case 136: return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    case 160: return launch_ws<T, 160, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Dev entry, tile-contiguous weights (nvfp4_kernels.layout.tile_weights): nt in {128, 136, 160};
+// one consumer warpgroup per 64 rows up to m = 64, two above (m > 128 takes several activation
+// tiles, each decoding the weights again).
+int nvfp4ws_launch_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                         void* out, float* workspace, int32_t m, int32_t n, int32_t k, int32_t out_bf16, int32_t splits,
+                         int32_t nt, cudaStream_t stream) {
+  if (m < 1 || m > 4096 || n < 1 || k < kStepK || k % kStepK || splits < 1 || splits > k / kStepK ||
+      (splits > 1 && workspace == nullptr)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const cudaError_t err =
+      m > 64 ? (out_bf16 ? launch_nt<__nv_bfloat16, 2>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream)
+                         : launch_nt<__half, 2>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream))
+             : (out_bf16 ? launch_nt<__nv_bfloat16, 1>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream)
+                         : launch_nt<__half, 1>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream));
+  return static_cast<int>(err);
+}
+
+#ifdef WS_TRACE
+int nvfp4ws_trace(void* host) { return static_cast<int>(cudaMemcpyFromSymbol(host, g_ws_trace, sizeof(g_ws_trace))); }
+#endif
+
+}  // extern "C"
