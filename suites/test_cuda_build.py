@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,29 @@ def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-2000:]
     lib = ctypes.CDLL(str(out))
     assert hasattr(lib, "probe_read") and hasattr(lib, "probe_mimic") and hasattr(lib, "probe_mimic_occupancy")
+
+
+@needs_nvcc
+def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_without_spills(tmp_path: Path) -> None:
+    """scripts/ws_dev/fused_ws.cu (the twelfth session's warp-specialized kernel, not merged;
+    benchmarks/NOTES.md) decodes with kernels/cuda/mma_decode.cuh: a change to that header must
+    not leave it unbuildable, and its register split (setmaxnreg) must keep every instantiation
+    free of spills, which the committed timings assume."""
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
+                           "-Xptxas", "-v", f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
+                           "-o", str(tmp_path / "fused_ws.cubin"), str(repo / "scripts" / "ws_dev" / "fused_ws.cu")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reports = [line for line in done.stderr.splitlines() if "spill stores" in line]
+    assert len(reports) == 14, done.stderr[-2000:]  # 12 kernel instantiations and 2 finalize kernels
+    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in reports), reports
+
+
+def test_the_dev_kernels_wgmma_wrappers_are_the_generators_output() -> None:
+    """scripts/ws_dev/wgmma_rs.cuh is generated (each wrapper lists its accumulators by hand):
+    the committed file must be what scripts/ws_dev/gen_wgmma_rs.py prints."""
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(repo / "scripts" / "ws_dev" / "gen_wgmma_rs.py")],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == (repo / "scripts" / "ws_dev" / "wgmma_rs.cuh").read_text()
