@@ -251,13 +251,15 @@ def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> No
 
 
 @needs_nvcc
-def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_without_spills(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flags", [(), ("-DWS_SS",)], ids=["mma_sync_order", "shared_memory_a"])
+def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_without_spills(
+        tmp_path: Path, flags: tuple[str, ...]) -> None:
     """scripts/ws_dev/fused_ws.cu (the twelfth session's warp-specialized kernel, not merged;
-    benchmarks/NOTES.md) decodes with kernels/cuda/mma_decode.cuh: a change to that header must
-    not leave it unbuildable, and its register split (setmaxnreg) must keep every instantiation
-    free of spills, which the committed timings assume."""
+    benchmarks/NOTES.md), in both of its builds, decodes with kernels/cuda/mma_decode.cuh: a change
+    to that header must not leave it unbuildable, and its register split (setmaxnreg) must keep
+    every instantiation free of spills, which the committed timings assume."""
     repo = Path(__file__).resolve().parents[1]
-    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
+    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", *flags,
                            "-Xptxas", "-v", f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
                            "-o", str(tmp_path / "fused_ws.cubin"), str(repo / "scripts" / "ws_dev" / "fused_ws.cu")],
                           capture_output=True, text=True, check=False)

@@ -93,7 +93,11 @@ struct WsTile {
   // registers a thread: the launch's even share (65536 / threads, in units of 8), then setmaxnreg
   // moves some from the producers to the consumers (kConsRegs), the producers keeping the rest
   static constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 248 : (65536 / kThreads) / 8 * 8;
+#ifdef WS_SS
+  static constexpr int kConsRegs = NT >= 160 ? 144 : 128;  // the accumulators and addresses only
+#else
   static constexpr int kConsRegs = NT >= 160 ? 184 : 176;  // no spills in either role (ptxas -v)
+#endif
   // two units decoded side by side need about 100 registers: only where the producers keep that
   static constexpr bool kPairs = C == 1;
   static constexpr int kProdRegs = ((kThreads * kLaunchRegs - kConsumers * kConsRegs) / kProducers) / 8 * 8;
@@ -127,6 +131,10 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 }
 __device__ __forceinline__ void sts64(uint32_t addr, uint32_t a, uint32_t b) {
   asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
+}
+__device__ __forceinline__ void sts128(uint32_t addr, const uint32_t (&v)[4]) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
 }
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;
@@ -276,6 +284,7 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
     const uint32_t rds = TL::kRawPacked + urow * 8 + 4 * th;
     const uint32_t sel = 0x20u + 0x11u * static_cast<uint32_t>(p);
     const uint32_t wr = p * TL::kHalfBytes + urow * 128 + 8 * th;
+    const uint32_t wr_ss = th * TL::kHalfBytes + urow * 128;
     // NU units (u, u + P - 1, ...) of one step: loads, decode and stores, the units side by side
     auto decode_units = [&](auto nu_tag, uint32_t raw, uint32_t dec, int u0) {
       constexpr int NU = decltype(nu_tag)::value;
@@ -337,6 +346,22 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
         }
       }
 #endif
+#ifdef WS_SS
+      // natural K order: word (t, q = 2p + qq) holds K = 32 (2 th + t) + 8 q .. + 7, chunk 4 t + q of
+      // K half th of the row, one 16-byte store (conflict free: 4 lanes per 16-byte bank slot)
+#pragma unroll
+      for (int v = 0; v < NU; ++v) {
+        const uint32_t row_base = dec + (u0 + v * (P - 1)) * 1024 + wr_ss;
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+#pragma unroll
+          for (int qq = 0; qq < 2; ++qq) {
+            const uint32_t chunk = static_cast<uint32_t>((4 * t + 2 * p + qq) ^ urow);
+            sts128(row_base + (chunk << 4), r[v][t][qq]);
+          }
+        }
+      }
+#else
       // word (t, q = 2p + qq) register c holds K = 32 t + 8 q + 2 c, +1: byte 64 qq + 16 c + 4 t of
       // K half p of the row (MMA 2 q + (c >> 1), slot 2 t, + 8 for odd c); quarters 2 th, 2 th + 1
       // are the two words of one 8-byte store
@@ -352,6 +377,7 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
           }
         }
       }
+#endif
     };
     RingPos<RS> raw_pos;
     RingPos<D> dec_pos;
@@ -398,6 +424,77 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   const int wg = tid >> 7;  // 0 .. C - 1: activation rows 64 wg .. 64 wg + 63 of the tile
   const int ct = tid & 127;
   const int warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
+#ifdef WS_SS
+  const uint32_t act = base + TL::kActOff + wg * 64 * 256;
+  // copies: 64 rows x 16 chunks per step, 8 per thread; copy jj is row r0c + 8 jj, chunk cc: K half
+  // cc / 8, chunk cc % 8 of the row's 128 bytes there, stored at chunk (cc % 8) ^ (row % 8) (the
+  // canonical K-major 128-byte swizzle, the same for every jj), so one source pointer, one
+  // destination offset and a validity mask serve all eight
+  const int r0c = ct >> 4, cc = ct & 15;
+  const int64_t row_stride = static_cast<int64_t>(k) * 2;
+  const uint8_t* asrc = a + (static_cast<int64_t>(min(m0 + 64 * wg + r0c, m - 1)) * k + cc * 8 +
+                             static_cast<int64_t>(step0) * kStepK) * 2;
+  const uint32_t adst = (cc >> 3) * 8192 + r0c * 128 + (((cc & 7) ^ r0c) << 4);
+  uint32_t amask = 0;
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) amask |= static_cast<uint32_t>(m0 + 64 * wg + r0c + 8 * jj < m) << jj;
+  auto load_act = [&](int stage) {
+#ifdef WS_PROBE_NO_ACT  // timing probe only: the activations are never copied
+    return;
+#endif
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const bool ok = (amask >> jj) & 1u;
+      cp_async16(act + stage * TL::kActBytes + adst + jj * 1024, asrc + (ok ? jj * 8 * row_stride : 0), ok);
+    }
+    asrc += 256;
+  };
+  float acc[NT / 2];
+#pragma unroll
+  for (int x = 0; x < NT / 2; ++x) acc[x] = 0.f;
+  // Activation stages: the copies of step s are commit group s (DA - 1 in flight); the decoded and
+  // activation stages of step s - 1 are released once step s's wgmmas are issued and s - 1's are
+  // complete (wgmma.wait_group 1); then step s + DA - 1's activations go into s - 1's stage.
+#pragma unroll
+  for (int s = 0; s < DA - 1; ++s) {
+    if (s < steps) load_act(s);
+    cp_async_commit();
+  }
+  RingPos<D> dec_pos;
+  uint32_t prev_stage = 0;
+  for (int s = 0; s < steps; ++s) {
+    WS_TRACE_AT(4);
+    cp_async_wait<DA - 2>();
+    fence_proxy_async();         // this thread's copies of step s, before the wgmmas read them
+    named_barrier(1 + wg, 128);  // every thread's copies of step s are in
+    WS_TRACE_AT(8);
+    mbar_wait(dec_full + 8 * dec_pos.stage, dec_pos.phase);
+    WS_TRACE_AT(5);
+    const uint32_t dec = base + TL::kDecOff + dec_pos.stage * TL::kDecBytes;
+    const uint32_t as = act + (s % DA) * TL::kActBytes;
+    wgmma_fence();
+#ifndef WS_PROBE_NO_MMA
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      WgmmaSS<T, NT>::run(acc, desc_sw128(as + (j >> 2) * 8192 + (j & 3) * 32),
+                          desc_sw128(dec + (j >> 2) * TL::kHalfBytes + (j & 3) * 32));
+    }
+#endif
+    wgmma_commit();
+    wgmma_wait_one();  // step s - 1's wgmmas are complete: its decoded and activation stages are free
+    WS_TRACE_AT(6);
+    if (s > 0 && ct == 0) mbar_arrive(dec_empty + 8 * prev_stage);
+    prev_stage = dec_pos.stage;
+    dec_pos.next();
+    if (s + DA - 1 < steps) load_act((s + DA - 1) % DA);
+    cp_async_commit();
+    WS_TRACE_AT(7);
+  }
+  wgmma_wait_all();
+#pragma unroll
+  for (int x = 0; x < NT / 2; ++x) fence_acc(acc[x]);
+  cp_async_wait<0>();
+#else
   const uint32_t act = base + TL::kActOff + wg * 64 * 256;
   // copies: 64 rows x 16 chunks per step, 8 per thread; copy jj is row r0c + 8 jj, chunk cc (the
   // same swizzle for every jj: act_chunk depends on the row's parity only), so one source pointer,
@@ -487,6 +584,7 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
 #pragma unroll
   for (int x = 0; x < NT / 2; ++x) fence_acc(acc[x]);
   cp_async_wait<0>();
+#endif
   // D fragment: acc[4 i + c] = activation row 16 warp + g + 8 (c >> 1), weight row 8 i + 2 t + (c & 1)
 #pragma unroll
   for (int x = 0; x < NT / 2; ++x) {

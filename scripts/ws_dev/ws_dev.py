@@ -30,21 +30,28 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 
-PREBUILT = ROOT / "kernels" / "_build" / "ws"
+PREBUILT_ROOT = ROOT / "kernels" / "_build" / "ws"
+#: flags of every build of this run (--ss adds -DWS_SS: A from shared memory, natural K order)
+BASE_FLAGS: list[str] = []
+
+
+def prebuilt_dir() -> Path:
+    """Where --prebuild puts this run's builds (one folder per base flag set)."""
+    return PREBUILT_ROOT / ("ss" if "-DWS_SS" in BASE_FLAGS else "rs")
 
 
 def build(out_dir: Path, flags: tuple[str, ...] = (), name: str = "libws.so") -> ctypes.CDLL:
-    """Build fused_ws.cu with extra flags; a library of the same name under kernels/_build/ws (built on
+    """Build fused_ws.cu with extra flags; a library of the same name under prebuilt_dir() (built on
     the CPU machine with --prebuild and carried) is used as it is."""
     lib = Path("/tmp") / f"{out_dir.name}-{name}"  # not under $OUT: only the reports come back
-    if (PREBUILT / name).exists():
-        lib = PREBUILT / name
+    if (prebuilt_dir() / name).exists():
+        lib = prebuilt_dir() / name
         print(f"prebuilt {lib.name}")
         return load(lib)
     cmd = ["nvcc", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-ftz=false", "-prec-div=true",
            "-prec-sqrt=true", "-fmad=true", "-gencode=arch=compute_90a,code=sm_90a", "-shared", "-cudart", "static",
            f"-I{ROOT / 'kernels' / 'cuda'}", f"-I{HERE}", "-Xptxas", "-v",
-           str(HERE / "fused_ws.cu"), "-o", str(lib), *flags]
+           str(HERE / "fused_ws.cu"), "-o", str(lib), *BASE_FLAGS, *flags]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     (out_dir / f"{name}.ptxas.txt").write_text(res.stdout + res.stderr)
     if res.returncode:
@@ -97,7 +104,10 @@ def to_dev(x: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(x)).to(DEV)
 
 
-def correctness(ws: Ws, report: dict, quick: bool) -> list[str]:
+def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> list[str]:
+    """Every case against float64 (the path's bound) and, for the mma.sync order (natural=False),
+    bit for bit against the library's mma.sync kernel at the same split count; in natural K order
+    (the -DWS_SS build) against a second launch of itself instead (the same bits run to run)."""
     failures, rows = [], []
     cases = []
     for dtype in (torch.bfloat16, torch.float16):
@@ -133,6 +143,9 @@ def correctness(ws: Ws, report: dict, quick: bool) -> list[str]:
                 tiled = True
                 out = torch.full((m, n), 7, dtype=dtype, device=DEV)
                 ws(a, pt, st, g, bias, out, splits, nt)
+                if natural:
+                    ref = torch.full((m, n), 9, dtype=dtype, device=DEV)
+                    ws(a, pt, st, g, bias, ref, splits, nt)
                 torch.cuda.synchronize()
                 same = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
                 got = out.float().cpu().numpy().astype(np.float64)
@@ -149,7 +162,46 @@ def correctness(ws: Ws, report: dict, quick: bool) -> list[str]:
                                     f"splits={splits} nt={nt} tiled={tiled}: same={same} ({diff} differ) "
                                     f"out_of_bound={int(bad.sum())} nan_ok={nan_ok}")
     report["correctness"] = rows
-    return failures
+    return failures + readout(ws, report)
+
+
+def readout(ws: Ws, report: dict) -> list[str]:
+    """Y = A @ W^T with A = rows of the identity (row i picks K = 16 i + off): every output is one
+    decoded weight times 1.0 plus products with zero, so it must be the weight's T bits (a -0.0
+    weight may come out +0.0: -0.0 + +0.0 = +0.0). 16 offsets read every weight of a 200 x 1024
+    weight whose scale bytes take every non-NaN value, at 1 and 8 splits."""
+    failures, rows = [], []
+    n, k = 200, 1024
+    rng = np.random.default_rng(77)
+    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    scales = rng.integers(0, 255, (n, k // 16), dtype=np.uint8)
+    scales[scales == 0x7F] = 0x7E  # no NaN scales: a NaN weight would spread to its whole row
+    gval = 0.0123
+    g = torch.tensor([gval], dtype=torch.float32, device=DEV)
+    pt, st = layout.tile_weights(to_dev(packed), to_dev(scales))
+    for dtype in (torch.bfloat16, torch.float16):
+        name = "bfloat16" if dtype == torch.bfloat16 else "float16"
+        w = oracle_dequantize(packed, scales, np.float32(gval), 16, name)  # [N, K] values of T
+        w_bits = torch.from_numpy(np.ascontiguousarray(w).view(np.int16))
+        w_bits = torch.where(w_bits == -32768, torch.zeros_like(w_bits), w_bits)  # -0.0 -> +0.0
+        bad = 0
+        for off in range(16):
+            a = torch.zeros((64, k), dtype=dtype, device=DEV)
+            a[torch.arange(64), 16 * torch.arange(64) + off] = 1.0
+            want = w_bits[:, off::16].t().contiguous()  # [64, N]
+            for splits in (1, 8):
+                for nt in (128, 136, 160):
+                    out = torch.full((64, n), 7, dtype=dtype, device=DEV)
+                    ws(a, pt, st, g, None, out, splits, nt)
+                    got = out.cpu().view(torch.int16)
+                    got = torch.where(got == -32768, torch.zeros_like(got), got)
+                    diff = int((got != want).sum())
+                    bad += diff
+                    if diff:
+                        failures.append(f"readout {name} off={off} splits={splits} nt={nt}: {diff} weights differ")
+        rows.append({"dtype": name, "n": n, "k": k, "weights_read": 2 * 3 * n * k, "differing": bad})
+    report["readout"] = rows
+    return failures[:20]
 
 
 def timer(fn, flush: torch.Tensor, reps: int = 21) -> float:
@@ -242,18 +294,18 @@ def prebuild(out: Path, spec: str) -> None:
     """Build here (nvcc runs on the CPU machine) what a device call would build, in parallel."""
     import concurrent.futures
 
-    PREBUILT.mkdir(parents=True, exist_ok=True)
+    prebuilt_dir().mkdir(parents=True, exist_ok=True)
     jobs = [((), "libws.so")]
     for entry in filter(None, spec.split(";")):
         name, _, flags = entry.partition(":")
         jobs.append((tuple(flags.split()), f"libws_{name}.so"))
     for _, name in jobs:
-        (PREBUILT / name).unlink(missing_ok=True)
+        (prebuilt_dir() / name).unlink(missing_ok=True)
 
     def one(job: tuple[tuple[str, ...], str]) -> None:
         flags, name = job
         build(out, flags, name)
-        Path(f"/tmp/{out.name}-{name}").replace(PREBUILT / name)
+        Path(f"/tmp/{out.name}-{name}").replace(prebuilt_dir() / name)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(one, jobs))
@@ -312,6 +364,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--ss", action="store_true", help="the -DWS_SS build: A from shared memory, natural K order")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--variants", default="", help='"name:-DFLAG ...;name2:..." builds to time')
     parser.add_argument("--profile-once", default="", help="N,K,M,NT,SPLITS: three launches for ncu, nothing else")
@@ -322,6 +375,8 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.ss:
+        BASE_FLAGS.append("-DWS_SS")
     if args.prebuild is not None:
         prebuild(out, args.variants)
         return 0
@@ -346,7 +401,7 @@ def main() -> int:
         print("sanitize launches done")
         return 0
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
-    failures = correctness(ws, report, args.quick)
+    failures = correctness(ws, report, args.quick, natural=args.ss)
     print(f"correctness: {len(report['correctness'])} rows, {len(failures)} failures")
     for f in failures[:30]:
         print("  FAIL", f)
