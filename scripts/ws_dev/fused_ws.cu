@@ -643,7 +643,12 @@ cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* sca
   switch (nt) {
     case 128: return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
     case 136: return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-    case 160: return launch_ws<T, 160, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    case 160:  // the m64n160 wgmma needs more than the 96 registers a thread of a 640-thread block starts with
+      if constexpr (32 * Cf::kP + 128 * C <= 512) {
+        return launch_ws<T, 160, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+      } else {
+        return cudaErrorInvalidValue;
+      }
     default: return cudaErrorInvalidValue;
   }
 }
