@@ -728,7 +728,7 @@ def test_the_warp_specialized_dev_kernel_kept_every_bit_and_pays_only_from_m_64(
     kernel on tile-contiguous weights at M <= 32, faster at M = 64 and 128 on both large shapes,
     and still above half of cuBLAS bf16 at M = 64 (the target it misses)."""
     runs = {r["run"]: r for r in _experiment(WS_DEV_2026_12_04)["runs"]}
-    assert sorted(runs) == list(range(1, 12))
+    assert sorted(runs) == list(range(1, 13))
     for run in (r for r in runs.values() if r["kernel"] in ("v1", "v2", "v3")):
         c = run["correctness"]
         assert c["rows"] == (1350 if run["run"] == 1 else 675), run["run"]
@@ -813,3 +813,20 @@ def test_the_dev_kernels_skeleton_alone_takes_over_half_its_time() -> None:
         us = row["us"]
         assert 0.5 * us["plain"] < us["SKEL"] < 0.65 * us["plain"], us
         assert 0.94 * us["plain"] < us["NOFENCE"] < us["plain"], us
+
+
+def test_two_dev_pipelines_per_sm_were_slower_than_one() -> None:
+    """Run 12: two blocks per SM of 72 weight rows (-DWS_TWO_PER_SM) kept every bit run to run and
+    read every weight back, but at M <= 64 were slower than one block of 136 / 160 rows (run 9) on
+    both large shapes: overlapping two pipelines did not hide the handshakes."""
+    runs = {r["run"]: r for r in _experiment(WS_DEV_2026_12_04)["runs"]}
+    two, one = runs[12], runs[9]
+    c = two["correctness"]
+    assert c["rows"] == c["same_bits_run_to_run"] == c["nan_pattern_ok"] > 300 and c["out_of_bound"] == 0
+    assert all(r["differing"] == 0 for r in two["readout"])
+    for n in (17408, 5120):
+        for m in (1, 16, 32, 64):
+            row = _ws_speed(two, n, m)
+            assert row["ws_best"].startswith("72x"), row["ws_best"]
+            base = _ws_speed(one, n, m)
+            assert row["ws_us"][row["ws_best"]] > 1.1 * base["ws_us"][base["ws_best"]], (n, m)

@@ -75,7 +75,7 @@ constexpr int kStepK = 128;
 #define WS_DA 3  // activation stages (one consumer warpgroup)
 #endif
 
-template <int NT, int C, int P, int RS, int D, int DA>
+template <int NT, int C, int P, int RS, int D, int DA, int MINB = 1>
 struct WsTile {
   static constexpr int kConsumers = 128 * C;
   static constexpr int kProducers = 32 * P;
@@ -92,14 +92,15 @@ struct WsTile {
   static constexpr int kRawOff = kActOff + DA * kActBytes;
   // registers a thread: the launch's even share (65536 / threads, in units of 8), then setmaxnreg
   // moves some from the producers to the consumers (kConsRegs), the producers keeping the rest
-  static constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 248 : (65536 / kThreads) / 8 * 8;
+  static constexpr int kLaunchRegs =
+      (65536 / (kThreads * MINB)) / 8 * 8 > 255 ? 248 : (65536 / (kThreads * MINB)) / 8 * 8;
 #ifdef WS_SS
   static constexpr int kConsRegs = NT >= 160 ? 144 : 128;  // the accumulators and addresses only
 #else
   static constexpr int kConsRegs = NT >= 160 ? 184 : 176;  // no spills in either role (ptxas -v)
 #endif
   // two units decoded side by side need about 100 registers: only where the producers keep that
-  static constexpr bool kPairs = C == 1;
+  static constexpr bool kPairs = C == 1 && MINB == 1;
   static constexpr int kProdRegs = ((kThreads * kLaunchRegs - kConsumers * kConsRegs) / kProducers) / 8 * 8;
   static constexpr int kBarOff = kRawOff + RS * kRawBytes;
   static constexpr int kBars = 2 * D + 2 * RS;
@@ -109,7 +110,7 @@ struct WsTile {
                 "setmaxnreg must not ask the pool for more than the launch gave it");
   static_assert(P - 1 <= kUnits, "every decoding warp has a unit in every step");
   static_assert(kRawPacked % 16 == 0, "bulk copies are 16-byte granular");
-  static_assert(kSmemBytes <= 232448, "shared memory");
+  static_assert(kSmemBytes <= (MINB == 1 ? 232448 : 233472 / MINB - 1024), "shared memory");
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -198,14 +199,14 @@ struct RingPos {
   }
 };
 
-template <typename T, int NT, int C, int P, int RS, int D, int DA>
-__global__ void __launch_bounds__(WsTile<NT, C, P, RS, D, DA>::kThreads, 1)
+template <typename T, int NT, int C, int P, int RS, int D, int DA, int MINB>
+__global__ void __launch_bounds__(WsTile<NT, C, P, RS, D, DA, MINB>::kThreads, MINB)
 nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                       const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                       const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
                       float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
                       int steps_per_split) {
-  using TL = WsTile<NT, C, P, RS, D, DA>;
+  using TL = WsTile<NT, C, P, RS, D, DA, MINB>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t dec_full = base + TL::kBarOff;  // D, then D dec_empty, RS raw_full, RS raw_empty
@@ -603,12 +604,15 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   }
 }
 
-template <typename T, int NT, int C, int P, int RS, int D, int DA>
+template <typename T, int NT, int C, int P, int RS, int D, int DA, int MINB = 1>
 cudaError_t launch_ws(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                       void* out, float* workspace, int m, int n, int k, int splits, cudaStream_t stream) {
-  using TL = WsTile<NT, C, P, RS, D, DA>;
-  const auto kernel = nvfp4_fused_ws_kernel<T, NT, C, P, RS, D, DA>;
+  using TL = WsTile<NT, C, P, RS, D, DA, MINB>;
+  const auto kernel = nvfp4_fused_ws_kernel<T, NT, C, P, RS, D, DA, MINB>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
+  if (err == cudaSuccess && MINB > 1) {  // the whole shared memory, so that MINB blocks fit
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  }
   if (err != cudaSuccess) return err;
   const int n_tiles = (n + NT - 1) / NT;
   const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
@@ -640,6 +644,14 @@ cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* sca
                       const void* bias, void* out, float* workspace, int m, int n, int k, int splits,
                       cudaStream_t stream) {
   using Cf = Config<C>;
+#ifdef WS_TWO_PER_SM
+  // two blocks per SM of 72 weight rows (one consumer warpgroup, 7 decoding warps and a copy warp,
+  // 384 threads at 80 registers, two activation stages): one block's handshakes behind the other's work
+  if constexpr (C == 1) {
+    if (nt == 72) return launch_ws<T, 72, 1, 8, 4, 3, 2, 2>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    return cudaErrorInvalidValue;
+  }
+#endif
   switch (nt) {
     case 128: return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
     case 136: return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);

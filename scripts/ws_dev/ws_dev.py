@@ -139,7 +139,7 @@ def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> lis
         for splits in sorted({1, min(3, steps), steps}):
             ref = torch.empty((m, n), dtype=dtype, device=DEV)
             cuda_backend.fused_mma(a, p, s, g, bias, ref, splits=splits)
-            for nt in (128, 136, 160):
+            for nt in (72, 128, 136, 160):
                 tiled = True
                 out = torch.full((m, n), 7, dtype=dtype, device=DEV)
                 try:
@@ -193,7 +193,7 @@ def readout(ws: Ws, report: dict) -> list[str]:
             a[torch.arange(64), 16 * torch.arange(64) + off] = 1.0
             want = w_bits[:, off::16].t().contiguous()  # [64, N]
             for splits in (1, 8):
-                for nt in (128, 136, 160):
+                for nt in (72, 128, 136, 160):
                     out = torch.full((64, n), 7, dtype=dtype, device=DEV)
                     try:
                         ws(a, pt, st, g, None, out, splits, nt)
@@ -251,7 +251,7 @@ def speed(ws: Ws, report: dict, quick: bool) -> list[str]:
             mma_tiled_us = timer(lambda: cuda_backend.fused_mma(a, p, s, g, None, out, splits=auto, tiled=tiled_arg),
                                  flush)
             ws_times = {}
-            for nt in (128, 136, 160):
+            for nt in (72, 128, 136, 160):
                 tiles = -(-n // nt)
                 for splits in (1, 2, 3, 4, 5, 6, 8):
                     if splits > k // 128 or tiles * splits > 2 * 132 or tiles * splits < 100:
