@@ -32,6 +32,13 @@
 // 0..7 per step, steps in order, from +0.0; splits as fused_mma's (equal step ranges, partials
 // summed in split order by the same finalize kernel). So at the same split count it gives the
 // mma.sync kernel's bits, which the dev script checks.
+//
+// Build flags (scripts/ws_dev/ws_dev.py builds them): WS_SS takes the activations from shared
+// memory by descriptor and lays the decoded tile out in natural K order (other bits than the
+// mma.sync kernel's; the consumer then holds only its accumulators), WS_TWO_PER_SM (with WS_SS)
+// runs M <= 64 as two 72-row blocks per SM, WS_PRODUCER_WARPS / WS_RS / WS_D / WS_DA size the
+// one-warpgroup build, WS_TRACE records per-step clock64 stamps of block 0, and WS_PROBE_* leave a
+// stage out (timing probes, wrong by design).
 #include <type_traits>
 
 #include "mma_decode.cuh"
@@ -124,16 +131,16 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+[[maybe_unused]] __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr)
                : "memory");
   return v;
 }
-__device__ __forceinline__ void sts64(uint32_t addr, uint32_t a, uint32_t b) {
+[[maybe_unused]] __device__ __forceinline__ void sts64(uint32_t addr, uint32_t a, uint32_t b) {
   asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
 }
-__device__ __forceinline__ void sts128(uint32_t addr, const uint32_t (&v)[4]) {
+[[maybe_unused]] __device__ __forceinline__ void sts128(uint32_t addr, const uint32_t (&v)[4]) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                : "memory");
 }
@@ -187,7 +194,7 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
 }
 
 // the mma.sync kernel's activation swizzle (fused_mma.cu act_chunk): conflict-free 16-byte loads
-__device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) & 1) << 1) ^ (r & 1); }
+[[maybe_unused]] __device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) & 1) << 1) ^ (r & 1); }
 
 // A ring position: the stage and the parity of its current use, advanced one step at a time.
 template <int STAGES>

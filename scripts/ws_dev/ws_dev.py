@@ -1,11 +1,19 @@
 # ruff: noqa: B023  (each timed lambda runs inside the iteration that defines it)
 """Development check of the warp-specialized wgmma kernel (scripts/ws_dev/fused_ws.cu) on an H200:
 build it, compare its outputs with the library's mma.sync fused kernel at the same split count
-(SHA-256) and with float64 (the path's bound), then time it beside the mma.sync kernel, cuBLAS
-bf16 on pre-dequantized weights and the same-run copy of the row's bytes (L2 flushed, CUDA events,
-median of 21). Not the benchmark; the loop that decides whether the design is worth merging.
+(SHA-256; with --ss, whose natural K order gives other bits, with a second launch of itself) and
+with float64 (the path's bound), read every weight of a small layer back through the kernel (A =
+rows of the identity), then time it beside the mma.sync kernel, cuBLAS bf16 on pre-dequantized
+weights and the same-run copy of the row's bytes (L2 flushed, CUDA events, median of 21). Not the
+benchmark; the loop that decides whether the design is worth merging (benchmarks/NOTES.md,
+twelfth session; data in benchmarks/experiments/fused-ws-dev-2026-12-04.json).
 
-    python scripts/ws_dev/ws_dev.py --out DIR [--quick]
+    python scripts/ws_dev/ws_dev.py --out DIR --prebuild [--ss] [--variants "NAME:-DFLAG ...;..."]
+        (on the CPU machine: nvcc builds under kernels/_build/ws, which a device call carries)
+    python scripts/ws_dev/ws_dev.py --out DIR [--ss] [--main libws_NAME.so] [--variants ...]
+    python scripts/ws_dev/ws_dev.py --out DIR [--ss] --trace N,K,M,NT,SPLITS   (the -DWS_TRACE build)
+
+scripts/ws_dev/run_device.sh runs the usual sequence in one device call.
 """
 
 from __future__ import annotations
