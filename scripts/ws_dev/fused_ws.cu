@@ -432,17 +432,24 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   const int wg = tid >> 7;  // 0 .. C - 1: activation rows 64 wg .. 64 wg + 63 of the tile
   const int ct = tid & 127;
   const int warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
-#ifdef WS_SS
+  // Activation copies: 64 rows x 16 chunks of 16 bytes a step, 8 per thread; copy jj is row
+  // r0c + 8 jj, chunk cc, at a destination whose swizzle is the same for every jj (it depends on the
+  // row modulo 8 or 2 only), so one source pointer, one destination offset and a validity mask
+  // serve all eight. WS_SS: K half cc / 8, chunk cc % 8 of the row's 128 bytes there, stored at
+  // chunk (cc % 8) ^ (row % 8) (the canonical K-major 128-byte swizzle the wgmmas read by
+  // descriptor). Otherwise: the mma.sync kernel's swizzle (act_chunk), for 16-byte fragment loads.
   const uint32_t act = base + TL::kActOff + wg * 64 * 256;
-  // copies: 64 rows x 16 chunks per step, 8 per thread; copy jj is row r0c + 8 jj, chunk cc: K half
-  // cc / 8, chunk cc % 8 of the row's 128 bytes there, stored at chunk (cc % 8) ^ (row % 8) (the
-  // canonical K-major 128-byte swizzle, the same for every jj), so one source pointer, one
-  // destination offset and a validity mask serve all eight
   const int r0c = ct >> 4, cc = ct & 15;
   const int64_t row_stride = static_cast<int64_t>(k) * 2;
   const uint8_t* asrc = a + (static_cast<int64_t>(min(m0 + 64 * wg + r0c, m - 1)) * k + cc * 8 +
                              static_cast<int64_t>(step0) * kStepK) * 2;
+#ifdef WS_SS
   const uint32_t adst = (cc >> 3) * 8192 + r0c * 128 + (((cc & 7) ^ r0c) << 4);
+  constexpr uint32_t kEightRows = 8 * 128;
+#else
+  const uint32_t adst = r0c * 256 + act_chunk(cc, r0c) * 16;
+  constexpr uint32_t kEightRows = 8 * 256;
+#endif
   uint32_t amask = 0;
 #pragma unroll
   for (int jj = 0; jj < 8; ++jj) amask |= static_cast<uint32_t>(m0 + 64 * wg + r0c + 8 * jj < m) << jj;
@@ -453,10 +460,11 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
 #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {
       const bool ok = (amask >> jj) & 1u;
-      cp_async16(act + stage * TL::kActBytes + adst + jj * 1024, asrc + (ok ? jj * 8 * row_stride : 0), ok);
+      cp_async16(act + stage * TL::kActBytes + adst + jj * kEightRows, asrc + (ok ? jj * 8 * row_stride : 0), ok);
     }
     asrc += 256;
   };
+#ifdef WS_SS
   float acc[NT / 2];
 #pragma unroll
   for (int x = 0; x < NT / 2; ++x) acc[x] = 0.f;
@@ -503,29 +511,6 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   for (int x = 0; x < NT / 2; ++x) fence_acc(acc[x]);
   cp_async_wait<0>();
 #else
-  const uint32_t act = base + TL::kActOff + wg * 64 * 256;
-  // copies: 64 rows x 16 chunks per step, 8 per thread; copy jj is row r0c + 8 jj, chunk cc (the
-  // same swizzle for every jj: act_chunk depends on the row's parity only), so one source pointer,
-  // one destination offset and a validity mask serve all eight
-  const int r0c = ct >> 4, cc = ct & 15;
-  const int64_t row_stride = static_cast<int64_t>(k) * 2;
-  const uint8_t* asrc = a + (static_cast<int64_t>(min(m0 + 64 * wg + r0c, m - 1)) * k + cc * 8 +
-                             static_cast<int64_t>(step0) * kStepK) * 2;
-  const uint32_t adst = r0c * 256 + act_chunk(cc, r0c) * 16;
-  uint32_t amask = 0;
-#pragma unroll
-  for (int jj = 0; jj < 8; ++jj) amask |= static_cast<uint32_t>(m0 + 64 * wg + r0c + 8 * jj < m) << jj;
-  auto load_act = [&](int stage) {
-#ifdef WS_PROBE_NO_ACT  // timing probe only: the activations are never copied
-    return;
-#endif
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const bool ok = (amask >> jj) & 1u;
-      cp_async16(act + stage * TL::kActBytes + adst + jj * 8 * 256, asrc + (ok ? jj * 8 * row_stride : 0), ok);
-    }
-    asrc += 256;
-  };
   float acc[NT / 2];
 #pragma unroll
   for (int x = 0; x < NT / 2; ++x) acc[x] = 0.f;

@@ -22,7 +22,6 @@ import argparse
 import ctypes
 import hashlib
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +31,9 @@ import torch
 from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half, kernel_bytes
 from nvfp4_harness.nvfp4.shapes import matmul_error_bound, oracle_dequantize
 from nvfp4_kernels import cuda_backend, layout
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from l2_floor_probe import timed  # noqa: E402  (the probes' flushed timing)
 
 DEV = "cuda"
 HERE = Path(__file__).resolve().parent
@@ -219,19 +221,10 @@ def readout(ws: Ws, report: dict) -> list[str]:
     return failures[:20]
 
 
-def timer(fn, flush: torch.Tensor, reps: int = 21) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
+def timer(fn, flush: torch.Tensor) -> float:
+    """Median of 21 L2-flushed CUDA-event timings after warm-up: the probes' and the bench's method
+    (scripts/l2_floor_probe.timed)."""
+    return timed(fn, flush.zero_, reps=21)
 
 
 def speed(ws: Ws, report: dict, quick: bool) -> list[str]:
