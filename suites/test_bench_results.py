@@ -721,6 +721,14 @@ def _ws_speed(run: dict[str, Any], n: int, m: int) -> dict[str, Any]:
     return next(row for row in run["speed"] if row["n"] == n and row["m"] == m)
 
 
+def _ws_steps(trace: dict[str, Any]) -> list[int]:
+    """Cycles between the consumer's consecutive step starts in a dev-kernel trace, from step 1 on
+    (step 0 includes the pipeline's fill)."""
+    start = trace["columns"].index("c_step_start")
+    starts = [row[start] for row in trace["cycles"]]
+    return [b - a for a, b in zip(starts[1:-1], starts[2:], strict=True)]
+
+
 def test_the_warp_specialized_dev_kernel_kept_every_bit_and_pays_only_from_m_64() -> None:
     """Not merged (benchmarks/NOTES.md, twelfth session): the warp-specialized wgmma kernel of
     scripts/ws_dev gave the mma.sync kernel's SHA-256 at equal split counts on every row of every
@@ -753,10 +761,7 @@ def test_the_dev_kernels_decode_and_mmas_are_both_on_its_critical_path() -> None
         assert us["NODEC"] < 0.95 * us["plain"] and us["NOMMA"] < 0.9 * us["plain"], row
     for row in runs[6]["variants"]:
         assert row["us"]["plain"] < row["us"]["D2"], row
-    trace = runs[7]["trace"]
-    start = trace["columns"].index("c_step_start")
-    starts = [row[start] for row in trace["cycles"]]
-    steps = [b - a for a, b in zip(starts[1:-1], starts[2:], strict=True)]
+    steps = _ws_steps(runs[7]["trace"])
     assert len(steps) == 38 and 1500 < statistics.median(steps) < 1900, statistics.median(steps)
 
 
@@ -780,9 +785,7 @@ def test_the_dev_kernels_shared_memory_variant_reads_every_weight_exactly_and_ti
             assert (ratio > 1.0) if m == 128 else (0.95 < ratio < 1.05), (n, m, ratio)
     ncu = runs[8]["ncu"]
     per_step = ncu["shared_wavefronts_total"] / (ncu["blocks"] * ncu["steps_per_block"])
-    start = runs[8]["trace"]["columns"].index("c_step_start")
-    starts = [row[start] for row in runs[8]["trace"]["cycles"]]
-    step = statistics.median(b - a for a, b in zip(starts[1:-1], starts[2:], strict=True))
+    step = statistics.median(_ws_steps(runs[8]["trace"]))
     assert 1000 < per_step < 1100 and 0.6 < per_step / step < 0.75, (per_step, step)
 
 

@@ -257,16 +257,21 @@ def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_witho
     """scripts/ws_dev/fused_ws.cu (the twelfth session's warp-specialized kernel, not merged;
     benchmarks/NOTES.md), in both of its builds, decodes with kernels/cuda/mma_decode.cuh: a change
     to that header must not leave it unbuildable, and its register split (setmaxnreg) must keep
-    every instantiation free of spills, which the committed timings assume."""
+    every instantiation free of spills, which the committed timings assume. The library answers
+    which tile widths it has (the dev script asks before launching), without a GPU."""
     repo = Path(__file__).resolve().parents[1]
-    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", *flags,
-                           "-Xptxas", "-v", f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
-                           "-o", str(tmp_path / "fused_ws.cubin"), str(repo / "scripts" / "ws_dev" / "fused_ws.cu")],
+    lib = tmp_path / "libws.so"
+    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
+                           "-Xcompiler", "-fPIC", "-cudart", "static", "-Xptxas", "-v", *flags,
+                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
+                           "-o", str(lib), str(repo / "scripts" / "ws_dev" / "fused_ws.cu")],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     reports = [line for line in done.stderr.splitlines() if "spill stores" in line]
     assert len(reports) == 14, done.stderr[-2000:]  # 12 kernel instantiations and 2 finalize kernels
     assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in reports), reports
+    has_tile = ctypes.CDLL(str(lib)).nvfp4ws_has_tile
+    assert [has_tile(nt, m) for m in (64, 65) for nt in (72, 128, 136, 160)] == [0, 1, 1, 1] * 2
 
 
 def test_the_dev_kernels_wgmma_wrappers_are_the_generators_output() -> None:

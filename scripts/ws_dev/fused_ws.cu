@@ -116,7 +116,7 @@ struct WsTile {
   static_assert(kProdRegs >= 24 && kConsumers * kConsRegs + kProducers * kProdRegs <= kThreads * kLaunchRegs,
                 "setmaxnreg must not ask the pool for more than the launch gave it");
   static_assert(P - 1 <= kUnits, "every decoding warp has a unit in every step");
-  static_assert(kRawPacked % 16 == 0, "bulk copies are 16-byte granular");
+  static_assert(kRawPacked % 16 == 0, "the copy warp copies 16-byte chunks");
   static_assert(kSmemBytes <= (MINB == 1 ? 232448 : 233472 / MINB - 1024), "shared memory");
 };
 
@@ -631,30 +631,36 @@ struct Config {
   static constexpr int kD = C == 2 ? 2 : WS_D;
 };
 
+// The tile widths (weight rows a block) this build instantiates for C consumer warpgroups: 72 only
+// in the two-blocks-per-SM build (one warpgroup); 160 not with 640 threads, where the m64n160
+// wgmma needs more than the 96 registers a thread starts with.
+template <int C>
+bool has_tile(int nt) {
+#ifdef WS_TWO_PER_SM
+  if constexpr (C == 1) return nt == 72;
+#endif
+  return nt == 128 || nt == 136 || (nt == 160 && 32 * Config<C>::kP + 128 * C <= 512);
+}
+
 template <typename T, int C>
 cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* scales, const void* g,
                       const void* bias, void* out, float* workspace, int m, int n, int k, int splits,
                       cudaStream_t stream) {
   using Cf = Config<C>;
+  if (!has_tile<C>(nt)) return cudaErrorInvalidValue;
 #ifdef WS_TWO_PER_SM
   // two blocks per SM of 72 weight rows (one consumer warpgroup, 7 decoding warps and a copy warp,
   // 384 threads at 80 registers, two activation stages): one block's handshakes behind the other's work
   if constexpr (C == 1) {
-    if (nt == 72) return launch_ws<T, 72, 1, 8, 4, 3, 2, 2>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-    return cudaErrorInvalidValue;
+    return launch_ws<T, 72, 1, 8, 4, 3, 2, 2>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
   }
 #endif
-  switch (nt) {
-    case 128: return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-    case 136: return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-    case 160:  // the m64n160 wgmma needs more than the 96 registers a thread of a 640-thread block starts with
-      if constexpr (32 * Cf::kP + 128 * C <= 512) {
-        return launch_ws<T, 160, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-      } else {
-        return cudaErrorInvalidValue;
-      }
-    default: return cudaErrorInvalidValue;
+  if (nt == 128) return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  if (nt == 136) return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  if constexpr (32 * Cf::kP + 128 * C <= 512) {
+    return launch_ws<T, 160, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
   }
+  return cudaErrorInvalidValue;  // not reached: has_tile said no
 }
 
 }  // namespace
@@ -678,6 +684,10 @@ int nvfp4ws_launch_tiled(const void* a, const void* packed, const void* scales, 
                          : launch_nt<__half, 1>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream));
   return static_cast<int>(err);
 }
+
+// Whether this build has a tile of nt weight rows for an M-row call (the dev script asks before it
+// launches, so that a launch error is never taken for a missing width).
+int nvfp4ws_has_tile(int32_t nt, int32_t m) { return m > 64 ? has_tile<2>(nt) : has_tile<1>(nt); }
 
 #ifdef WS_TRACE
 int nvfp4ws_trace(void* host) { return static_cast<int>(cudaMemcpyFromSymbol(host, g_ws_trace, sizeof(g_ws_trace))); }

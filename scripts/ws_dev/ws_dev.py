@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import hashlib
 import json
 import subprocess
 import sys
@@ -75,6 +74,8 @@ def load(lib: Path) -> ctypes.CDLL:
     vp, i32 = ctypes.c_void_p, ctypes.c_int32
     cdll.nvfp4ws_launch_tiled.restype = ctypes.c_int
     cdll.nvfp4ws_launch_tiled.argtypes = [vp, vp, vp, vp, vp, vp, vp, i32, i32, i32, i32, i32, i32, vp]
+    cdll.nvfp4ws_has_tile.restype = ctypes.c_int
+    cdll.nvfp4ws_has_tile.argtypes = [i32, i32]
     return cdll
 
 
@@ -82,10 +83,18 @@ def ptr(t: torch.Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
 
 
+#: the tile widths (weight rows a block) the builds may have; Ws.has_tile says which one has
+TILE_WIDTHS = (72, 128, 136, 160)
+
+
 class Ws:
     def __init__(self, lib: ctypes.CDLL):
         self.lib = lib
         self.ws = torch.empty(1, dtype=torch.float32, device=DEV)
+
+    def has_tile(self, nt: int, m: int) -> bool:
+        """Whether this build instantiates nt-row blocks for an m-row call."""
+        return bool(self.lib.nvfp4ws_has_tile(nt, m))
 
     def __call__(self, a, p, s, g, bias, out, splits: int, nt: int) -> None:
         """p, s: the tile-contiguous pair (nvfp4_kernels.layout.tile_weights)."""
@@ -99,10 +108,6 @@ class Ws:
                                       torch.cuda.current_stream().cuda_stream)
         if err:
             raise RuntimeError(f"nvfp4ws_launch: cuda error {err} (m={m} n={n} k={k} splits={splits} nt={nt})")
-
-
-def sha(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.view(torch.int16).cpu().numpy().tobytes()).hexdigest()
 
 
 def make(n: int, k: int, seed: int, lo: int = 0x30, hi: int = 0x40):
@@ -149,13 +154,9 @@ def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> lis
         for splits in sorted({1, min(3, steps), steps}):
             ref = torch.empty((m, n), dtype=dtype, device=DEV)
             cuda_backend.fused_mma(a, p, s, g, bias, ref, splits=splits)
-            for nt in (72, 128, 136, 160):
-                tiled = True
+            for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, m)):
                 out = torch.full((m, n), 7, dtype=dtype, device=DEV)
-                try:
-                    ws(a, pt, st, g, bias, out, splits, nt)
-                except RuntimeError:  # a build without this tile width
-                    continue
+                ws(a, pt, st, g, bias, out, splits, nt)
                 if natural:
                     ref = torch.full((m, n), 9, dtype=dtype, device=DEV)
                     ws(a, pt, st, g, bias, ref, splits, nt)
@@ -167,12 +168,12 @@ def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> lis
                 bad = finite & ~(err <= bound)
                 nan_ok = bool(np.array_equal(np.isnan(got), np.isnan(y64)))
                 rows.append({"dtype": name, "n": n, "k": k, "m": m, "bias": with_bias, "scales": [lo, hi],
-                             "g": gval, "splits": splits, "nt": nt, "tiled": tiled, "same_bits_as_mma_sync": same,
+                             "g": gval, "splits": splits, "nt": nt, "same_bits_as_mma_sync": same,
                              "out_of_bound": int(bad.sum()), "nan_pattern_ok": nan_ok})
                 if not same or bad.any() or not nan_ok:
                     diff = int((out.view(torch.int16) != ref.view(torch.int16)).sum())
                     failures.append(f"{name} n={n} k={k} m={m} bias={with_bias} scales={lo}-{hi} g={gval} "
-                                    f"splits={splits} nt={nt} tiled={tiled}: same={same} ({diff} differ) "
+                                    f"splits={splits} nt={nt}: same={same} ({diff} differ) "
                                     f"out_of_bound={int(bad.sum())} nan_ok={nan_ok}")
     report["correctness"] = rows
     return failures + readout(ws, report)
@@ -203,12 +204,9 @@ def readout(ws: Ws, report: dict) -> list[str]:
             a[torch.arange(64), 16 * torch.arange(64) + off] = 1.0
             want = w_bits[:, off::16].t().contiguous()  # [64, N]
             for splits in (1, 8):
-                for nt in (72, 128, 136, 160):
+                for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, 64)):
                     out = torch.full((64, n), 7, dtype=dtype, device=DEV)
-                    try:
-                        ws(a, pt, st, g, None, out, splits, nt)
-                    except RuntimeError:  # a build without this tile width
-                        continue
+                    ws(a, pt, st, g, None, out, splits, nt)
                     launches += 1
                     got = out.cpu().view(torch.int16)
                     got = torch.where(got == -32768, torch.zeros_like(got), got)
@@ -252,16 +250,12 @@ def speed(ws: Ws, report: dict, quick: bool) -> list[str]:
             mma_tiled_us = timer(lambda: cuda_backend.fused_mma(a, p, s, g, None, out, splits=auto, tiled=tiled_arg),
                                  flush)
             ws_times = {}
-            for nt in (72, 128, 136, 160):
+            for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, m)):
                 tiles = -(-n // nt)
                 for splits in (1, 2, 3, 4, 5, 6, 8):
                     if splits > k // 128 or tiles * splits > 2 * 132 or tiles * splits < 100:
                         continue
-                    key = f"{nt}x{splits}"
-                    try:
-                        ws_times[key] = timer(lambda: ws(a, pt, st, g, None, out, splits, nt), flush)
-                    except RuntimeError:  # a build without this tile width
-                        continue
+                    ws_times[f"{nt}x{splits}"] = timer(lambda: ws(a, pt, st, g, None, out, splits, nt), flush)
             best = min(ws_times, key=ws_times.get)
             row = {"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": 2 * half, "cublas_bf16_us": cublas_us,
                    "mma_sync_us": mma_us, "mma_sync_tiled_us": mma_tiled_us, "mma_sync_splits": auto,
@@ -292,15 +286,13 @@ def variants(spec: str, out: Path, report: dict, plain: Ws) -> list[str]:
         for m in (1, 64):
             a = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=DEV)
-            times = {}
+            times = {}  # None: a build without this tile width
             for name, ws in builds.items():
-                try:
-                    times[name] = timer(lambda: ws(a, pt, st, g, None, o, splits, nt), flush)
-                except RuntimeError:  # a build without this tile width (e.g. 640 threads and NT = 160)
-                    times[name] = None
+                has = ws.has_tile(nt, m)
+                times[name] = timer(lambda: ws(a, pt, st, g, None, o, splits, nt), flush) if has else None
             rows.append({"n": n, "k": k, "m": m, "nt": nt, "splits": splits, "us": times})
-            timed = "  ".join(f"{name}={us:.2f}" if us is not None else f"{name}=-" for name, us in times.items())
-            lines.append(f"variants {n}x{k} M={m} {nt}x{splits}: {timed}")
+            shown = "  ".join(f"{name}={us:.2f}" if us is not None else f"{name}=-" for name, us in times.items())
+            lines.append(f"variants {n}x{k} M={m} {nt}x{splits}: {shown}")
     report["variants"] = rows
     return lines
 
@@ -411,7 +403,7 @@ def main() -> int:
             o = torch.empty((m, n), dtype=torch.bfloat16, device=DEV)
             g = torch.tensor([0.0123], dtype=torch.float32, device=DEV)
             pt, st = layout.tile_weights(to_dev(packed), to_dev(scales))
-            for nt in (128, 136):
+            for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, m)):
                 ws(a, pt, st, g, None, o, splits, nt)
         torch.cuda.synchronize()
         print("sanitize launches done")
