@@ -251,14 +251,19 @@ def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> No
 
 
 @needs_nvcc
-@pytest.mark.parametrize("flags", [(), ("-DWS_SS",)], ids=["mma_sync_order", "shared_memory_a"])
+@pytest.mark.parametrize(("flags", "instantiations", "tiles_above_128"),
+                         [((), 12, [0, 1, 1, 1]), (("-DWS_SS",), 16, [0, 1, 1, 0])],
+                         ids=["mma_sync_order", "shared_memory_a"])
 def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_without_spills(
-        tmp_path: Path, flags: tuple[str, ...]) -> None:
-    """scripts/ws_dev/fused_ws.cu (the twelfth session's warp-specialized kernel, not merged;
-    benchmarks/NOTES.md), in both of its builds, decodes with kernels/cuda/mma_decode.cuh: a change
-    to that header must not leave it unbuildable, and its register split (setmaxnreg) must keep
-    every instantiation free of spills, which the committed timings assume. The library answers
-    which tile widths it has (the dev script asks before launching), without a GPU."""
+        tmp_path: Path, flags: tuple[str, ...], instantiations: int, tiles_above_128: list[int]) -> None:
+    """scripts/ws_dev/fused_ws.cu (the warp-specialized kernel of the twelfth and thirteenth
+    sessions, not merged; benchmarks/NOTES.md), in both of its builds, decodes with
+    kernels/cuda/mma_decode.cuh: a change to that header must not leave it unbuildable, and its
+    register split (setmaxnreg) must keep every instantiation free of spills, which the committed
+    timings assume. The library answers which tile widths it has (the dev script asks before
+    launching), without a GPU: 128, 136 and 160 rows up to M = 128; above that the register-A
+    build takes several 128-row activation tiles (the same widths) and the shared-memory build one
+    256-row tile (128 or 136 weight rows: a 160-row tile's stages would not fit)."""
     repo = Path(__file__).resolve().parents[1]
     lib = tmp_path / "libws.so"
     done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
@@ -268,10 +273,12 @@ def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_witho
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     reports = [line for line in done.stderr.splitlines() if "spill stores" in line]
-    assert len(reports) == 14, done.stderr[-2000:]  # 12 kernel instantiations and 2 finalize kernels
+    assert len(reports) == instantiations + 2, done.stderr[-2000:]  # and the 2 finalize kernels
     assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in reports), reports
     has_tile = ctypes.CDLL(str(lib)).nvfp4ws_has_tile
-    assert [has_tile(nt, m) for m in (64, 65) for nt in (72, 128, 136, 160)] == [0, 1, 1, 1] * 2
+    widths = (72, 128, 136, 160)
+    assert [has_tile(nt, m) for m in (64, 65, 128) for nt in widths] == [0, 1, 1, 1] * 3
+    assert [has_tile(nt, m) for m in (129, 256) for nt in widths] == tiles_above_128 * 2
 
 
 def test_the_dev_kernels_wgmma_wrappers_are_the_generators_output() -> None:

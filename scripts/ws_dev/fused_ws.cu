@@ -33,12 +33,30 @@
 // summed in split order by the same finalize kernel). So at the same split count it gives the
 // mma.sync kernel's bits, which the dev script checks.
 //
+// WS_SS (activations from shared memory) builds, thirteenth session:
+// - the activation tiles come by TMA (cp.async.bulk.tensor, 128-byte swizzle, rows past M
+//   zero-filled): thread 0 of each consumer warpgroup issues a step's two K-half boxes into the
+//   stage that the previous step's wgmmas freed, and the bytes complete the stage's barrier;
+// - above M = 128 a block takes 256 activation rows (two consumer warpgroups of two 64-row slices
+//   each, MS = 2), so that every weight is decoded once at M = 256: two activation stages of 64 KB,
+//   two decoded and three raw stages fill the 227 KB;
+// - there the accumulators take more than half the register file (136 a consumer thread), and
+//   the consumer warps decode part of every step too (kConsDecode), while their wgmmas run.
+// The setmaxnreg split assumes the launch gets kLaunchRegs a thread; ptxas may give a kernel
+// fewer than its launch bounds allow (a 448-thread build got 128, not 144, and its consumers'
+// setmaxnreg.inc waited forever), so the launcher refuses a build whose count differs.
+//
 // Build flags (scripts/ws_dev/ws_dev.py builds them): WS_SS takes the activations from shared
 // memory by descriptor and lays the decoded tile out in natural K order (other bits than the
-// mma.sync kernel's; the consumer then holds only its accumulators), WS_TWO_PER_SM (with WS_SS)
-// runs M <= 64 as two 72-row blocks per SM, WS_PRODUCER_WARPS / WS_RS / WS_D / WS_DA size the
-// one-warpgroup build, WS_TRACE records per-step clock64 stamps of block 0, and WS_PROBE_* leave a
-// stage out (timing probes, wrong by design).
+// mma.sync kernel's; the consumer then holds only its accumulators), WS_ACT_CPASYNC (with WS_SS)
+// copies them by per-thread cp.async instead of TMA, WS_NO_CONS_DECODE leaves all decoding to the
+// producer warps, WS_TWO_PER_SM (with WS_SS) runs M <= 64 as two 72-row blocks per SM,
+// WS_PRODUCER_WARPS / WS_RS / WS_D / WS_DA size the one-warpgroup build, WS_MS2_P /
+// WS_MS2_CONS_REGS the 256-row one, WS_TRACE records per-step clock64 stamps of block 0, and
+// WS_PROBE_* leave a stage out (timing probes, wrong by design).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <type_traits>
 
 #include "mma_decode.cuh"
@@ -56,6 +74,16 @@ __device__ long long g_ws_trace[256][16];
 #else
 #define WS_TRACE_AT(i)
 #define WS_PTRACE_AT(i)
+#endif
+
+// WS_SS builds load the activation tiles with the tensor memory accelerator (one
+// cp.async.bulk.tensor per warpgroup and K half, issued by one consumer thread, completing on an
+// mbarrier); -DWS_ACT_CPASYNC keeps the per-thread 16-byte cp.async copies of the first SS build.
+#if defined(WS_SS) && !defined(WS_ACT_CPASYNC)
+#define WS_TMA_ACT 1
+#endif
+#if defined(WS_STASYNC) && !defined(WS_SS)
+#error "WS_STASYNC writes the natural-K-order decoded tile of the WS_SS build"
 #endif
 
 namespace {
@@ -82,12 +110,12 @@ constexpr int kStepK = 128;
 #define WS_DA 3  // activation stages (one consumer warpgroup)
 #endif
 
-template <int NT, int C, int P, int RS, int D, int DA, int MINB = 1>
+template <int NT, int C, int P, int RS, int D, int DA, int MINB = 1, int MS = 1>
 struct WsTile {
   static constexpr int kConsumers = 128 * C;
   static constexpr int kProducers = 32 * P;
   static constexpr int kThreads = kConsumers + kProducers;
-  static constexpr int kActRows = 64 * C;
+  static constexpr int kActRows = 64 * C * MS;
   static constexpr int kUnits = NT / 8;          // 8-row decode units per step
   static constexpr int kHalfBytes = NT * 128;    // one K half of a decoded step
   static constexpr int kDecBytes = 2 * kHalfBytes;
@@ -102,21 +130,46 @@ struct WsTile {
   static constexpr int kLaunchRegs =
       (65536 / (kThreads * MINB)) / 8 * 8 > 255 ? 248 : (65536 / (kThreads * MINB)) / 8 * 8;
 #ifdef WS_SS
-  static constexpr int kConsRegs = NT >= 160 ? 144 : 128;  // the accumulators and addresses only
+  // the accumulators (NT / 2 a slice) and addresses only
+#ifndef WS_MS2_CONS_REGS
+#define WS_MS2_CONS_REGS 192  // 176 and 184 spilled, the producers keep 64
+#endif
+  static constexpr int kConsRegs = MS == 2 ? WS_MS2_CONS_REGS : NT >= 160 ? 144 : 128;
 #else
   static constexpr int kConsRegs = NT >= 160 ? 184 : 176;  // no spills in either role (ptxas -v)
 #endif
   // two units decoded side by side need about 100 registers: only where the producers keep that
   static constexpr bool kPairs = C == 1 && MINB == 1;
+  // With two slices a warpgroup the accumulators take more than half the register file, so few
+  // producer warps remain; the consumer warps then decode units too, while their wgmmas run
+  // (WS_NO_CONS_DECODE: only the producer warps decode). The producers take the first
+  // kProdUnits units of a step, the consumer warps the rest.
+#if defined(WS_SS) && !defined(WS_NO_CONS_DECODE)
+  static constexpr bool kConsDecode = MS == 2;
+#else
+  static constexpr bool kConsDecode = false;
+#endif
+  static constexpr int kDecWarps = (P - 1) + (kConsDecode ? 4 * C : 0);
+  static constexpr int kProdUnits =
+      kConsDecode ? (kUnits * (P - 1) / kDecWarps > P - 1 ? kUnits * (P - 1) / kDecWarps : P - 1) : kUnits;
   static constexpr int kProdRegs = ((kThreads * kLaunchRegs - kConsumers * kConsRegs) / kProducers) / 8 * 8;
   static constexpr int kBarOff = kRawOff + RS * kRawBytes;
+#ifdef WS_TMA_ACT
+  static constexpr int kBars = 2 * D + 2 * RS + C * DA;  // + each warpgroup's activation stages
+#else
   static constexpr int kBars = 2 * D + 2 * RS;
+#endif
   static constexpr int kSmemBytes = kBarOff + 8 * kBars + 1024;  // + the base's alignment to 1024
   static_assert(NT % 8 == 0 && kHalfBytes % 1024 == 0, "whole swizzle atoms per K half");
   static_assert(kProdRegs >= 24 && kConsumers * kConsRegs + kProducers * kProdRegs <= kThreads * kLaunchRegs,
                 "setmaxnreg must not ask the pool for more than the launch gave it");
-  static_assert(P - 1 <= kUnits, "every decoding warp has a unit in every step");
+  static_assert(P - 1 <= kProdUnits && kProdUnits <= kUnits, "every producer decoding warp has a unit in every step");
   static_assert(kRawPacked % 16 == 0, "the copy warp copies 16-byte chunks");
+#ifdef WS_SS
+  static_assert(MS == 1 || MS == 2, "one or two 64-row slices a consumer warpgroup");
+#else
+  static_assert(MS == 1, "two slices a warpgroup only with activations from shared memory (WS_SS)");
+#endif
   static_assert(kSmemBytes <= (MINB == 1 ? 232448 : 233472 / MINB - 1024), "shared memory");
 };
 
@@ -185,6 +238,32 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void fence_acc(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+// WS_STASYNC: a 16-byte store into this CTA's shared memory through st.async, its bytes counted on
+// the barrier (both addresses mapped into the cluster window; a launch without clusters is a
+// cluster of one)
+[[maybe_unused]] __device__ __forceinline__ uint32_t cluster_addr(uint32_t cta_addr) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, 0;\n" : "=r"(r) : "r"(cta_addr));
+  return r;
+}
+[[maybe_unused]] __device__ __forceinline__ void st_async16(uint32_t addr, const uint32_t (&v)[4], uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+               "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(bar)
+               : "memory");
+}
+// the barrier expects `bytes` more of asynchronous copies in its current phase (and this arrival)
+[[maybe_unused]] __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// one box of the 2-D tensor map (c0 innermost: the K column, c1 the row) into shared memory, the
+// bytes counted on the barrier as they land; rows past the tensor's end are zero-filled
+[[maybe_unused]] __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                                             uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
 
 // K-major operand, 128-byte swizzle: 128-byte rows in 1024-byte atoms of 8 rows (stride 1024), the
 // start address >> 4 in bits 0-13, leading offset 1 (unused when swizzled), layout 1 in bits 62-63.
@@ -206,20 +285,21 @@ struct RingPos {
   }
 };
 
-template <typename T, int NT, int C, int P, int RS, int D, int DA, int MINB>
-__global__ void __launch_bounds__(WsTile<NT, C, P, RS, D, DA, MINB>::kThreads, MINB)
+template <typename T, int NT, int C, int P, int RS, int D, int DA, int MINB, int MS>
+__global__ void __launch_bounds__(WsTile<NT, C, P, RS, D, DA, MINB, MS>::kThreads, MINB)
 nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                       const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
                       const unsigned short* __restrict__ bias, unsigned short* __restrict__ out,
                       float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles,
-                      int steps_per_split) {
-  using TL = WsTile<NT, C, P, RS, D, DA, MINB>;
+                      int steps_per_split, const __grid_constant__ CUtensorMap act_map) {
+  using TL = WsTile<NT, C, P, RS, D, DA, MINB, MS>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t dec_full = base + TL::kBarOff;  // D, then D dec_empty, RS raw_full, RS raw_empty
   const uint32_t dec_empty = dec_full + 8 * D;
   const uint32_t raw_full = dec_empty + 8 * D;
   const uint32_t raw_empty = raw_full + 8 * RS;
+  [[maybe_unused]] const uint32_t act_full = raw_empty + 8 * RS;  // WS_TMA_ACT: DA per warpgroup
   const int tid = static_cast<int>(threadIdx.x);
   const int m_tile = blockIdx.x % m_tiles;
   const int n_tile = (blockIdx.x / m_tiles) % n_tiles;
@@ -231,16 +311,142 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   const int steps = max(0, min(step0 + steps_per_split, total_steps) - step0);
   if (tid == 0) {
     for (int i = 0; i < D; ++i) {
-      mbar_init(dec_full + 8 * i, P - 1);
+      mbar_init(dec_full + 8 * i, TL::kDecWarps);
       mbar_init(dec_empty + 8 * i, C);
     }
     for (int i = 0; i < RS; ++i) {
       mbar_init(raw_full + 8 * i, 32);      // the copy warp's lanes, as their copies land
-      mbar_init(raw_empty + 8 * i, P - 1);  // the decoding warps
+      mbar_init(raw_empty + 8 * i, TL::kDecWarps);  // the decoding warps
     }
+#ifdef WS_TMA_ACT
+    for (int i = 0; i < C * DA; ++i) mbar_init(act_full + 8 * i, 1);  // thread 0 of the warpgroup + bytes
+#endif
     fence_barrier_init();
   }
   __syncthreads();
+
+  // Decoding a unit (the producer warps, and with kConsDecode the consumer warps too).
+  const int dlane = tid & 31;
+  const int urow = dlane & 7, th = (dlane >> 3) & 1, p = dlane >> 4;
+  const float gs = __ldg(g_ptr);
+  const uint32_t rd0 = urow * 64 + (((2 * th) ^ ((urow >> 1) & 3)) << 4) + 8 * p;  // quarter 2 th
+  const uint32_t rd1 = urow * 64 + (((2 * th + 1) ^ ((urow >> 1) & 3)) << 4) + 8 * p;  // quarter 2 th + 1
+  const uint32_t rds = TL::kRawPacked + urow * 8 + 4 * th;
+  const uint32_t sel = 0x20u + 0x11u * static_cast<uint32_t>(p);
+  const uint32_t wr = p * TL::kHalfBytes + urow * 128 + 8 * th;
+  const uint32_t wr_ss = th * TL::kHalfBytes + urow * 128;
+  // WS_STASYNC: the decoded stage's full barrier (cluster window) the stores count on, and the
+  // units this thread decoded in the step (its warp's bytes: 2048 a unit)
+  [[maybe_unused]] uint32_t st_bar = 0;
+  [[maybe_unused]] int units_done = 0;
+  // NU units (u0, u0 + ustride, ...) of one step: loads, decode and stores, the units side by side
+  auto decode_units = [&](auto nu_tag, uint32_t raw, uint32_t dec, int u0, int ustride) {
+    constexpr int NU = decltype(nu_tag)::value;
+    units_done += NU;
+    uint32_t words[NU][2][2], sw[NU];
+#pragma unroll
+    for (int v = 0; v < NU; ++v) {
+      const int u = u0 + v * ustride;
+      const uint2 wa = lds64(raw + u * 512 + rd0);  // quarter 2 th: words 2p, 2p + 1
+      const uint2 wb = lds64(raw + u * 512 + rd1);  // quarter 2 th + 1
+      sw[v] = lds32(raw + u * 64 + rds);
+      words[v][0][0] = wa.x, words[v][0][1] = wa.y, words[v][1][0] = wb.x, words[v][1][1] = wb.y;
+    }
+    float sc[NU][2];
+    bool all_table = true;
+#pragma unroll
+    for (int v = 0; v < NU; ++v) {
+      const float2 s01 = e4m3x2_to_f32(prmt(sw[v], 0u, sel));
+      sc[v][0] = s01.x * gs, sc[v][1] = s01.y * gs;
+      all_table &= table_ok<T>(sc[v][0]) & table_ok<T>(sc[v][1]);
+    }
+    uint32_t r[NU][2][2][4];
+#ifdef WS_PROBE_NO_DECODE
+#pragma unroll
+    for (int v = 0; v < NU; ++v)
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int qq = 0; qq < 2; ++qq)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) r[v][t][qq][c] = words[v][t][qq] ^ c ^ __float_as_uint(sc[v][t]);
+#else
+    if (all_table) {
+#pragma unroll
+      for (int v = 0; v < NU; ++v) {
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const DecodeTable tb = build_table<T>(sc[v][t]);
+          nvfp4::decode_word_table_placed(words[v][t][0], tb, r[v][t][0]);
+          nvfp4::decode_word_table_placed(words[v][t][1], tb, r[v][t][1]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < NU; ++v) {
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const uint32_t w0 = nvfp4::unplace_signs(words[v][t][0]), w1 = nvfp4::unplace_signs(words[v][t][1]);
+          const float big = sc[v][t] * nvfp4::pow2_14();
+          const bool slow =
+              fabsf(big) == __uint_as_float(0x7F800000u) && fabsf(sc[v][t]) != __uint_as_float(0x7F800000u);
+          if (!slow) {
+            decode_word<T, true>(w0, big, r[v][t][0]);
+            decode_word<T, true>(w1, big, r[v][t][1]);
+          } else {
+            decode_word<T, false>(w0, sc[v][t], r[v][t][0]);
+            decode_word<T, false>(w1, sc[v][t], r[v][t][1]);
+          }
+        }
+      }
+    }
+#endif
+#ifdef WS_PROBE_NO_DEC_STORE  // timing probe only: the decoded tile is never written
+#pragma unroll
+    for (int v = 0; v < NU; ++v)
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int qq = 0; qq < 2; ++qq)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(r[v][t][qq][c])::"memory");
+#elif defined(WS_SS)
+    // natural K order: word (t, q = 2p + qq) holds K = 32 (2 th + t) + 8 q .. + 7, chunk 4 t + q of
+    // K half th of the row, one 16-byte store (conflict free: 4 lanes per 16-byte bank slot)
+#pragma unroll
+    for (int v = 0; v < NU; ++v) {
+      const uint32_t row_base = dec + (u0 + v * ustride) * 1024 + wr_ss;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+#pragma unroll
+        for (int qq = 0; qq < 2; ++qq) {
+          const uint32_t chunk = static_cast<uint32_t>((4 * t + 2 * p + qq) ^ urow);
+#ifdef WS_STASYNC
+          st_async16(cluster_addr(row_base + (chunk << 4)), r[v][t][qq], st_bar);
+#else
+          sts128(row_base + (chunk << 4), r[v][t][qq]);
+#endif
+        }
+      }
+    }
+#else
+    // word (t, q = 2p + qq) register c holds K = 32 t + 8 q + 2 c, +1: byte 64 qq + 16 c + 4 t of
+    // K half p of the row (MMA 2 q + (c >> 1), slot 2 t, + 8 for odd c); quarters 2 th, 2 th + 1
+    // are the two words of one 8-byte store
+#pragma unroll
+    for (int v = 0; v < NU; ++v) {
+      const uint32_t row_base = dec + (u0 + v * ustride) * 1024 + wr;
+#pragma unroll
+      for (int qq = 0; qq < 2; ++qq) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const uint32_t chunk = static_cast<uint32_t>((4 * qq + c) ^ urow);
+          sts64(row_base + (chunk << 4), r[v][0][qq][c], r[v][1][qq][c]);
+        }
+      }
+    }
+#endif
+  };
 
   if (tid >= TL::kConsumers) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(TL::kProdRegs) : "memory");
@@ -285,108 +491,6 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
       return;
     }
     // ---- the decoding warps (P - 1): each raw stage into a decoded stage
-    const int urow = lane & 7, th = (lane >> 3) & 1, p = lane >> 4;
-    const float gs = __ldg(g_ptr);
-    const uint32_t rd0 = urow * 64 + (((2 * th) ^ ((urow >> 1) & 3)) << 4) + 8 * p;  // quarter 2 th
-    const uint32_t rd1 = urow * 64 + (((2 * th + 1) ^ ((urow >> 1) & 3)) << 4) + 8 * p;  // quarter 2 th + 1
-    const uint32_t rds = TL::kRawPacked + urow * 8 + 4 * th;
-    const uint32_t sel = 0x20u + 0x11u * static_cast<uint32_t>(p);
-    const uint32_t wr = p * TL::kHalfBytes + urow * 128 + 8 * th;
-    const uint32_t wr_ss = th * TL::kHalfBytes + urow * 128;
-    // NU units (u, u + P - 1, ...) of one step: loads, decode and stores, the units side by side
-    auto decode_units = [&](auto nu_tag, uint32_t raw, uint32_t dec, int u0) {
-      constexpr int NU = decltype(nu_tag)::value;
-      uint32_t words[NU][2][2], sw[NU];
-#pragma unroll
-      for (int v = 0; v < NU; ++v) {
-        const int u = u0 + v * (P - 1);
-        const uint2 wa = lds64(raw + u * 512 + rd0);  // quarter 2 th: words 2p, 2p + 1
-        const uint2 wb = lds64(raw + u * 512 + rd1);  // quarter 2 th + 1
-        sw[v] = lds32(raw + u * 64 + rds);
-        words[v][0][0] = wa.x, words[v][0][1] = wa.y, words[v][1][0] = wb.x, words[v][1][1] = wb.y;
-      }
-      float sc[NU][2];
-      bool all_table = true;
-#pragma unroll
-      for (int v = 0; v < NU; ++v) {
-        const float2 s01 = e4m3x2_to_f32(prmt(sw[v], 0u, sel));
-        sc[v][0] = s01.x * gs, sc[v][1] = s01.y * gs;
-        all_table &= table_ok<T>(sc[v][0]) & table_ok<T>(sc[v][1]);
-      }
-      uint32_t r[NU][2][2][4];
-#ifdef WS_PROBE_NO_DECODE
-#pragma unroll
-      for (int v = 0; v < NU; ++v)
-#pragma unroll
-        for (int t = 0; t < 2; ++t)
-#pragma unroll
-          for (int qq = 0; qq < 2; ++qq)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) r[v][t][qq][c] = words[v][t][qq] ^ c ^ __float_as_uint(sc[v][t]);
-#else
-      if (all_table) {
-#pragma unroll
-        for (int v = 0; v < NU; ++v) {
-#pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            const DecodeTable tb = build_table<T>(sc[v][t]);
-            nvfp4::decode_word_table_placed(words[v][t][0], tb, r[v][t][0]);
-            nvfp4::decode_word_table_placed(words[v][t][1], tb, r[v][t][1]);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int v = 0; v < NU; ++v) {
-#pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            const uint32_t w0 = nvfp4::unplace_signs(words[v][t][0]), w1 = nvfp4::unplace_signs(words[v][t][1]);
-            const float big = sc[v][t] * nvfp4::pow2_14();
-            const bool slow =
-                fabsf(big) == __uint_as_float(0x7F800000u) && fabsf(sc[v][t]) != __uint_as_float(0x7F800000u);
-            if (!slow) {
-              decode_word<T, true>(w0, big, r[v][t][0]);
-              decode_word<T, true>(w1, big, r[v][t][1]);
-            } else {
-              decode_word<T, false>(w0, sc[v][t], r[v][t][0]);
-              decode_word<T, false>(w1, sc[v][t], r[v][t][1]);
-            }
-          }
-        }
-      }
-#endif
-#ifdef WS_SS
-      // natural K order: word (t, q = 2p + qq) holds K = 32 (2 th + t) + 8 q .. + 7, chunk 4 t + q of
-      // K half th of the row, one 16-byte store (conflict free: 4 lanes per 16-byte bank slot)
-#pragma unroll
-      for (int v = 0; v < NU; ++v) {
-        const uint32_t row_base = dec + (u0 + v * (P - 1)) * 1024 + wr_ss;
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-#pragma unroll
-          for (int qq = 0; qq < 2; ++qq) {
-            const uint32_t chunk = static_cast<uint32_t>((4 * t + 2 * p + qq) ^ urow);
-            sts128(row_base + (chunk << 4), r[v][t][qq]);
-          }
-        }
-      }
-#else
-      // word (t, q = 2p + qq) register c holds K = 32 t + 8 q + 2 c, +1: byte 64 qq + 16 c + 4 t of
-      // K half p of the row (MMA 2 q + (c >> 1), slot 2 t, + 8 for odd c); quarters 2 th, 2 th + 1
-      // are the two words of one 8-byte store
-#pragma unroll
-      for (int v = 0; v < NU; ++v) {
-        const uint32_t row_base = dec + (u0 + v * (P - 1)) * 1024 + wr;
-#pragma unroll
-        for (int qq = 0; qq < 2; ++qq) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const uint32_t chunk = static_cast<uint32_t>((4 * qq + c) ^ urow);
-            sts64(row_base + (chunk << 4), r[v][0][qq][c], r[v][1][qq][c]);
-          }
-        }
-      }
-#endif
-    };
     RingPos<RS> raw_pos;
     RingPos<D> dec_pos;
     int u = pw;
@@ -397,21 +501,25 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
       WS_PTRACE_AT(1);
       const uint32_t raw = base + TL::kRawOff + raw_pos.stage * TL::kRawBytes;
       const uint32_t dec = base + TL::kDecOff + dec_pos.stage * TL::kDecBytes;
+#ifdef WS_STASYNC
+      st_bar = cluster_addr(dec_full + 8 * dec_pos.stage);
+      units_done = 0;
+#endif
       // the warp's units of this step, two at a time so that their independent chains interleave
       if constexpr (TL::kPairs) {
-        for (; u + (P - 1) < TL::kUnits; u += 2 * (P - 1)) {
-          decode_units(std::integral_constant<int, 2>{}, raw, dec, u);
+        for (; u + (P - 1) < TL::kProdUnits; u += 2 * (P - 1)) {
+          decode_units(std::integral_constant<int, 2>{}, raw, dec, u, P - 1);
         }
       } else {
-        for (; u + (P - 1) < TL::kUnits; u += P - 1) {
-          decode_units(std::integral_constant<int, 1>{}, raw, dec, u);
+        for (; u + (P - 1) < TL::kProdUnits; u += P - 1) {
+          decode_units(std::integral_constant<int, 1>{}, raw, dec, u, P - 1);
         }
       }
-      if (u < TL::kUnits) {
-        decode_units(std::integral_constant<int, 1>{}, raw, dec, u);
+      if (u < TL::kProdUnits) {
+        decode_units(std::integral_constant<int, 1>{}, raw, dec, u, P - 1);
         u += P - 1;
       }
-      u -= TL::kUnits;
+      u -= TL::kProdUnits;
       WS_PTRACE_AT(2);
 #ifndef WS_PROBE_NO_FENCE  // timing probe only: without it the wgmma may read stale values
       fence_proxy_async();  // this thread's stores, before the async proxy (wgmma) reads them
@@ -419,7 +527,11 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
       __syncwarp();
       if (lane == 0) {
         mbar_arrive(raw_empty + 8 * raw_pos.stage);
+#ifdef WS_STASYNC
+        mbar_expect_tx(dec_full + 8 * dec_pos.stage, 2048u * static_cast<uint32_t>(units_done));
+#else
         mbar_arrive(dec_full + 8 * dec_pos.stage);
+#endif
       }
       raw_pos.next();
       dec_pos.next();
@@ -429,7 +541,7 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
 
   // ---- consumer warpgroup(s): copies issued, activations in, wgmma out ---------------------------
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(TL::kConsRegs) : "memory");
-  const int wg = tid >> 7;  // 0 .. C - 1: activation rows 64 wg .. 64 wg + 63 of the tile
+  const int wg = tid >> 7;  // 0 .. C - 1: activation rows 64 MS wg .. 64 MS (wg + 1) - 1 of the tile
   const int ct = tid & 127;
   const int warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
   // Activation copies: 64 rows x 16 chunks of 16 bytes a step, 8 per thread; copy jj is row
@@ -438,36 +550,111 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   // serve all eight. WS_SS: K half cc / 8, chunk cc % 8 of the row's 128 bytes there, stored at
   // chunk (cc % 8) ^ (row % 8) (the canonical K-major 128-byte swizzle the wgmmas read by
   // descriptor). Otherwise: the mma.sync kernel's swizzle (act_chunk), for 16-byte fragment loads.
-  const uint32_t act = base + TL::kActOff + wg * 64 * 256;
+  // With MS = 2 slices a warpgroup (WS_SS), K half h of the warpgroup's 128 rows is 16 KB at
+  // h * 16 KB, and slice sl (rows 64 sl ..) 8 KB into it: one TMA box of 128 rows a K half.
+  constexpr uint32_t kSliceBytes = 64 * 256;
+  const uint32_t act = base + TL::kActOff + MS * wg * kSliceBytes;
   const int r0c = ct >> 4, cc = ct & 15;
   const int64_t row_stride = static_cast<int64_t>(k) * 2;
-  const uint8_t* asrc = a + (static_cast<int64_t>(min(m0 + 64 * wg + r0c, m - 1)) * k + cc * 8 +
-                             static_cast<int64_t>(step0) * kStepK) * 2;
+  const int arow0 = m0 + 64 * MS * wg + r0c;
+  const uint8_t* asrc[MS];
+#pragma unroll
+  for (int sl = 0; sl < MS; ++sl) {
+    asrc[sl] = a + (static_cast<int64_t>(min(arow0 + 64 * sl, m - 1)) * k + cc * 8 +
+                    static_cast<int64_t>(step0) * kStepK) * 2;
+  }
 #ifdef WS_SS
-  const uint32_t adst = (cc >> 3) * 8192 + r0c * 128 + (((cc & 7) ^ r0c) << 4);
+  constexpr uint32_t kHalfAct = MS * 8192;  // one K half of the warpgroup's rows
+  constexpr uint32_t kSliceOff = 8192;      // slice sl's rows within a K half
+  const uint32_t adst = (cc >> 3) * kHalfAct + r0c * 128 + (((cc & 7) ^ r0c) << 4);
   constexpr uint32_t kEightRows = 8 * 128;
 #else
+  constexpr uint32_t kSliceOff = kSliceBytes;
   const uint32_t adst = r0c * 256 + act_chunk(cc, r0c) * 16;
   constexpr uint32_t kEightRows = 8 * 256;
 #endif
-  uint32_t amask = 0;
+  uint32_t amask = 0;  // bit 8 sl + jj: row arow0 + 64 sl + 8 jj is inside M
 #pragma unroll
-  for (int jj = 0; jj < 8; ++jj) amask |= static_cast<uint32_t>(m0 + 64 * wg + r0c + 8 * jj < m) << jj;
+  for (int sl = 0; sl < MS; ++sl)
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) amask |= static_cast<uint32_t>(arow0 + 64 * sl + 8 * jj < m) << (8 * sl + jj);
   auto load_act = [&](int stage) {
 #ifdef WS_PROBE_NO_ACT  // timing probe only: the activations are never copied
     return;
 #endif
 #pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const bool ok = (amask >> jj) & 1u;
-      cp_async16(act + stage * TL::kActBytes + adst + jj * kEightRows, asrc + (ok ? jj * 8 * row_stride : 0), ok);
-    }
-    asrc += 256;
-  };
-#ifdef WS_SS
-  float acc[NT / 2];
+    for (int sl = 0; sl < MS; ++sl) {
 #pragma unroll
-  for (int x = 0; x < NT / 2; ++x) acc[x] = 0.f;
+      for (int jj = 0; jj < 8; ++jj) {
+        const bool ok = (amask >> (8 * sl + jj)) & 1u;
+        cp_async16(act + stage * TL::kActBytes + sl * kSliceOff + adst + jj * kEightRows,
+                   asrc[sl] + (ok ? jj * 8 * row_stride : 0), ok);
+      }
+      asrc[sl] += 256;
+    }
+  };
+  float acc[MS][NT / 2];
+#pragma unroll
+  for (int sl = 0; sl < MS; ++sl)
+#pragma unroll
+    for (int x = 0; x < NT / 2; ++x) acc[sl][x] = 0.f;
+#ifdef WS_SS
+#ifdef WS_TMA_ACT
+  // Activation stages by TMA: thread 0 of the warpgroup issues step s's two K-half boxes (64 MS
+  // rows x 64 values each, 128-byte swizzle: the canonical K-major layout) with the bytes expected
+  // on the warpgroup's barrier of the stage; step s + DA - 1 goes into step s - 1's stage once step
+  // s's wgmmas are issued and s - 1's are complete (wgmma.wait_group 1).
+  const uint32_t act_bar = act_full + 8 * DA * wg;
+  auto load_act_tma = [&](int s_load) {
+#ifdef WS_PROBE_NO_ACT  // timing probe only: the stage's barrier completes with no bytes
+    mbar_arrive(act_bar + 8 * (s_load % DA));
+    return;
+#endif
+    const int stage = s_load % DA;
+    const uint32_t dst = act + stage * TL::kActBytes, bar = act_bar + 8 * stage;
+    const int kcol = (step0 + s_load) * kStepK, row = m0 + 64 * MS * wg;
+    mbar_expect_tx(bar, 2 * kHalfAct);
+    tma_load_2d(dst, &act_map, kcol, row, bar);
+    tma_load_2d(dst + kHalfAct, &act_map, kcol + 64, row, bar);
+  };
+  if (ct == 0) {
+    for (int s = 0; s < DA - 1 && s < steps; ++s) load_act_tma(s);
+  }
+  RingPos<DA> act_pos;
+#endif
+  // kConsDecode: this consumer warp's units of step sd (units kProdUnits + warp, + 4 C, ...,
+  // continuing where its last step's left off), decoded while the wgmmas of step sd - 1 run
+  [[maybe_unused]] RingPos<RS> craw_pos;
+  [[maybe_unused]] RingPos<D> cdec_pos;
+  [[maybe_unused]] int cu = TL::kProdUnits + (tid >> 5);
+  auto consumer_decode = [&](int sd) {
+    if constexpr (TL::kConsDecode) {
+      mbar_wait(raw_full + 8 * craw_pos.stage, craw_pos.phase);
+      if (sd >= D) mbar_wait(dec_empty + 8 * cdec_pos.stage, cdec_pos.phase ^ 1u);
+      const uint32_t raw = base + TL::kRawOff + craw_pos.stage * TL::kRawBytes;
+      const uint32_t dec = base + TL::kDecOff + cdec_pos.stage * TL::kDecBytes;
+#ifdef WS_STASYNC
+      st_bar = cluster_addr(dec_full + 8 * cdec_pos.stage);
+      units_done = 0;
+#endif
+      for (; cu < TL::kUnits; cu += 4 * C) decode_units(std::integral_constant<int, 1>{}, raw, dec, cu, 4 * C);
+      cu -= TL::kUnits - TL::kProdUnits;
+      fence_proxy_async();  // this thread's stores, before the async proxy (wgmma) reads them
+      __syncwarp();
+      if (lane == 0) {
+        mbar_arrive(raw_empty + 8 * craw_pos.stage);
+#ifdef WS_STASYNC
+        mbar_expect_tx(dec_full + 8 * cdec_pos.stage, 2048u * static_cast<uint32_t>(units_done));
+#else
+        mbar_arrive(dec_full + 8 * cdec_pos.stage);
+#endif
+      }
+      craw_pos.next();
+      cdec_pos.next();
+    }
+  };
+  if (steps > 0) consumer_decode(0);
+#ifndef WS_TMA_ACT
   // Activation stages: the copies of step s are commit group s (DA - 1 in flight); the decoded and
   // activation stages of step s - 1 are released once step s's wgmmas are issued and s - 1's are
   // complete (wgmma.wait_group 1); then step s + DA - 1's activations go into s - 1's stage.
@@ -476,13 +663,19 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
     if (s < steps) load_act(s);
     cp_async_commit();
   }
+#endif
   RingPos<D> dec_pos;
   uint32_t prev_stage = 0;
   for (int s = 0; s < steps; ++s) {
     WS_TRACE_AT(4);
+#ifdef WS_TMA_ACT
+    mbar_wait(act_bar + 8 * act_pos.stage, act_pos.phase);  // step s's boxes have landed
+    act_pos.next();
+#else
     cp_async_wait<DA - 2>();
     fence_proxy_async();         // this thread's copies of step s, before the wgmmas read them
     named_barrier(1 + wg, 128);  // every thread's copies of step s are in
+#endif
     WS_TRACE_AT(8);
     mbar_wait(dec_full + 8 * dec_pos.stage, dec_pos.phase);
     WS_TRACE_AT(5);
@@ -492,8 +685,11 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
 #ifndef WS_PROBE_NO_MMA
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      WgmmaSS<T, NT>::run(acc, desc_sw128(as + (j >> 2) * 8192 + (j & 3) * 32),
-                          desc_sw128(dec + (j >> 2) * TL::kHalfBytes + (j & 3) * 32));
+#pragma unroll
+      for (int sl = 0; sl < MS; ++sl) {
+        WgmmaSS<T, NT>::run(acc[sl], desc_sw128(as + (j >> 2) * kHalfAct + sl * kSliceOff + (j & 3) * 32),
+                            desc_sw128(dec + (j >> 2) * TL::kHalfBytes + (j & 3) * 32));
+      }
     }
 #endif
     wgmma_commit();
@@ -502,18 +698,22 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
     if (s > 0 && ct == 0) mbar_arrive(dec_empty + 8 * prev_stage);
     prev_stage = dec_pos.stage;
     dec_pos.next();
+#ifdef WS_TMA_ACT
+    if (ct == 0 && s + DA - 1 < steps) load_act_tma(s + DA - 1);
+#else
     if (s + DA - 1 < steps) load_act((s + DA - 1) % DA);
     cp_async_commit();
+#endif
+    if (s + 1 < steps) consumer_decode(s + 1);
     WS_TRACE_AT(7);
   }
   wgmma_wait_all();
 #pragma unroll
-  for (int x = 0; x < NT / 2; ++x) fence_acc(acc[x]);
+  for (int sl = 0; sl < MS; ++sl)
+#pragma unroll
+    for (int x = 0; x < NT / 2; ++x) fence_acc(acc[sl][x]);
   cp_async_wait<0>();
 #else
-  float acc[NT / 2];
-#pragma unroll
-  for (int x = 0; x < NT / 2; ++x) acc[x] = 0.f;
   // Activation stages: the copies of step s are commit group s; the A fragments of step s + 1 are
   // loaded while the wgmmas of step s run (two fragment buffers), and the decoded stage of step
   // s - 1 is released once the wgmmas of step s are issued and those of s - 1 are complete.
@@ -550,7 +750,7 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
 #ifndef WS_PROBE_NO_MMA
 #pragma unroll
     for (int jmma = 0; jmma < 8; ++jmma) {
-      WgmmaRS<T, NT>::run(acc, cur[jmma], desc_sw128(dec + (jmma >> 2) * TL::kHalfBytes + (jmma & 3) * 32));
+      WgmmaRS<T, NT>::run(acc[0], cur[jmma], desc_sw128(dec + (jmma >> 2) * TL::kHalfBytes + (jmma & 3) * 32));
     }
 #endif
     wgmma_commit();
@@ -575,17 +775,20 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   }
   wgmma_wait_all();
 #pragma unroll
-  for (int x = 0; x < NT / 2; ++x) fence_acc(acc[x]);
+  for (int x = 0; x < NT / 2; ++x) fence_acc(acc[0][x]);
   cp_async_wait<0>();
 #endif
-  // D fragment: acc[4 i + c] = activation row 16 warp + g + 8 (c >> 1), weight row 8 i + 2 t + (c & 1)
+  // D fragment: acc[sl][4 i + c] = activation row 64 sl + 16 warp + g + 8 (c >> 1) of the
+  // warpgroup's rows, weight row 8 i + 2 t + (c & 1)
+#pragma unroll
+  for (int sl = 0; sl < MS; ++sl)
 #pragma unroll
   for (int x = 0; x < NT / 2; ++x) {
     const int i8 = x >> 2, c = x & 3;
-    const int mm = m0 + 64 * wg + 16 * warp + g + 8 * (c >> 1);
+    const int mm = m0 + 64 * (MS * wg + sl) + 16 * warp + g + 8 * (c >> 1);
     const int nn = n0 + 8 * i8 + 2 * t + (c & 1);
     if (mm < m && nn < n) {
-      float v = acc[x];
+      float v = acc[sl][x];
       if (partial != nullptr) {
         partial[(static_cast<int64_t>(split) * m + mm) * n + nn] = v;
       } else {
@@ -596,58 +799,125 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   }
 }
 
-template <typename T, int NT, int C, int P, int RS, int D, int DA, int MINB = 1>
+#ifdef WS_TMA_ACT
+// cuTensorMapEncodeTiled from the driver (no link against libcuda): the activations' tensor map,
+// 128-byte swizzle, rows past m zero-filled
+cudaError_t encode_act_map(CUtensorMap* map, const void* a, bool bf16, int m, int k, int box_rows) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || fn == nullptr) return cudaErrorNotSupported;
+    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(m)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+                            const_cast<void*>(a), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#endif
+
+template <typename T, int NT, int C, int P, int RS, int D, int DA, int MINB = 1, int MS = 1>
 cudaError_t launch_ws(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                       void* out, float* workspace, int m, int n, int k, int splits, cudaStream_t stream) {
-  using TL = WsTile<NT, C, P, RS, D, DA, MINB>;
-  const auto kernel = nvfp4_fused_ws_kernel<T, NT, C, P, RS, D, DA, MINB>;
+  using TL = WsTile<NT, C, P, RS, D, DA, MINB, MS>;
+  const auto kernel = nvfp4_fused_ws_kernel<T, NT, C, P, RS, D, DA, MINB, MS>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::kSmemBytes);
   if (err == cudaSuccess && MINB > 1) {  // the whole shared memory, so that MINB blocks fit
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   }
   if (err != cudaSuccess) return err;
+  // setmaxnreg hands out the registers of the launch: if ptxas gave the kernel fewer than kLaunchRegs
+  // a thread (it may, whatever the launch bounds allow), the consumers' setmaxnreg.inc would wait
+  // forever for registers that do not exist, so refuse such a build instead of hanging
+  cudaFuncAttributes attr{};
+  err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess) return err;
+  if (attr.numRegs != TL::kLaunchRegs) return cudaErrorInvalidConfiguration;
   const int n_tiles = (n + NT - 1) / NT;
   const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
+  CUtensorMap act_map{};
+#ifdef WS_TMA_ACT
+  // A [m, k] row-major as a 2-D tensor (k innermost), boxes of 64 values x the warpgroup's rows
+  err = encode_act_map(&act_map, a, std::is_same_v<T, __nv_bfloat16>, m, k, TL::kActRows / C);
+  if (err != cudaSuccess) return err;
+#endif
   const int steps = k / kStepK;
   const int per = (steps + splits - 1) / splits;
   const unsigned blocks = static_cast<unsigned>(n_tiles) * m_tiles * splits;
   float* part = splits > 1 ? workspace : nullptr;
+#ifdef WS_STASYNC
+  // st.async addresses the cluster window: launched as clusters of one block
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(TL::kThreads);
+  cfg.dynamicSmemBytes = TL::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr_cluster[1];
+  attr_cluster[0].id = cudaLaunchAttributeClusterDimension;
+  attr_cluster[0].val.clusterDim.x = 1;
+  attr_cluster[0].val.clusterDim.y = 1;
+  attr_cluster[0].val.clusterDim.z = 1;
+  cfg.attrs = attr_cluster;
+  cfg.numAttrs = 1;
+  err = cudaLaunchKernelEx(&cfg, kernel, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(packed),
+                           static_cast<const uint8_t*>(scales), static_cast<const float*>(g),
+                           static_cast<const unsigned short*>(bias), static_cast<unsigned short*>(out), part, m, n, k,
+                           n_tiles, m_tiles, per, act_map);
+  if (err == cudaSuccess) err = cudaGetLastError();
+#else
   kernel<<<blocks, TL::kThreads, TL::kSmemBytes, stream>>>(
       static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(packed), static_cast<const uint8_t*>(scales),
       static_cast<const float*>(g), static_cast<const unsigned short*>(bias), static_cast<unsigned short*>(out),
-      part, m, n, k, n_tiles, m_tiles, per);
+      part, m, n, k, n_tiles, m_tiles, per, act_map);
   err = cudaGetLastError();
+#endif
   if (err != cudaSuccess || splits <= 1) return err;
   return nvfp4::launch_splitk_finalize<T>(workspace, static_cast<const unsigned short*>(bias),
                                           static_cast<unsigned short*>(out), m, n, splits, stream);
 }
 
-// two consumer warpgroups: fewer producers (registers) and activation stages (shared memory)
-template <int C>
+// two consumer warpgroups: fewer producers (registers) and activation stages (shared memory); with
+// two 64-row slices each (MS = 2, 256 activation rows a block, WS_SS only) also one raw stage less:
+// two 64 KB activation stages, two decoded stages and three raw stages fill the 227 KB
+#ifndef WS_MS2_P
+#define WS_MS2_P 8  // 512 threads: ptxas gives the launch 128 registers a thread, the pool setmaxnreg shares
+#endif
+template <int C, int MS>
 struct Config {
-  static constexpr int kP = C == 2 ? 8 : WS_PRODUCER_WARPS;
-  static constexpr int kRS = C == 2 ? 4 : WS_RS;
-  static constexpr int kDA = C == 2 ? 3 : WS_DA;
+  static constexpr int kP = MS == 2 ? WS_MS2_P : C == 2 ? 8 : WS_PRODUCER_WARPS;
+  static constexpr int kRS = MS == 2 ? 3 : C == 2 ? 4 : WS_RS;
+  static constexpr int kDA = MS == 2 ? 2 : C == 2 ? 3 : WS_DA;
   static constexpr int kD = C == 2 ? 2 : WS_D;
 };
 
-// The tile widths (weight rows a block) this build instantiates for C consumer warpgroups: 72 only
-// in the two-blocks-per-SM build (one warpgroup); 160 not with 640 threads, where the m64n160
-// wgmma needs more than the 96 registers a thread starts with.
-template <int C>
+// The tile widths (weight rows a block) this build instantiates for C consumer warpgroups of MS
+// slices: 72 only in the two-blocks-per-SM build (one warpgroup); 160 not with 640 threads, where
+// the m64n160 wgmma needs more than the 96 registers a thread starts with, nor with two slices,
+// whose shared memory it would overfill.
+template <int C, int MS>
 bool has_tile(int nt) {
 #ifdef WS_TWO_PER_SM
   if constexpr (C == 1) return nt == 72;
 #endif
-  return nt == 128 || nt == 136 || (nt == 160 && 32 * Config<C>::kP + 128 * C <= 512);
+#ifndef WS_SS
+  if constexpr (MS == 2) return false;
+#endif
+  return nt == 128 || nt == 136 || (nt == 160 && MS == 1 && 32 * Config<C, MS>::kP + 128 * C <= 512);
 }
 
-template <typename T, int C>
+template <typename T, int C, int MS = 1>
 cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* scales, const void* g,
                       const void* bias, void* out, float* workspace, int m, int n, int k, int splits,
                       cudaStream_t stream) {
-  using Cf = Config<C>;
-  if (!has_tile<C>(nt)) return cudaErrorInvalidValue;
+  using Cf = Config<C, MS>;
+  if (!has_tile<C, MS>(nt)) return cudaErrorInvalidValue;
 #ifdef WS_TWO_PER_SM
   // two blocks per SM of 72 weight rows (one consumer warpgroup, 7 decoding warps and a copy warp,
   // 384 threads at 80 registers, two activation stages): one block's handshakes behind the other's work
@@ -655,12 +925,35 @@ cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* sca
     return launch_ws<T, 72, 1, 8, 4, 3, 2, 2>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
   }
 #endif
-  if (nt == 128) return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-  if (nt == 136) return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
-  if constexpr (32 * Cf::kP + 128 * C <= 512) {
-    return launch_ws<T, 160, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+#ifndef WS_SS
+  if constexpr (MS == 2) {
+    return cudaErrorInvalidValue;  // not reached: has_tile said no
+  } else
+#endif
+  {
+    if (nt == 128) return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA, 1, MS>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    if (nt == 136) return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA, 1, MS>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    if constexpr (MS == 1 && 32 * Cf::kP + 128 * C <= 512) {
+      return launch_ws<T, 160, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+    }
+    return cudaErrorInvalidValue;  // not reached: has_tile said no
   }
-  return cudaErrorInvalidValue;  // not reached: has_tile said no
+}
+
+// The tile of activation rows an m-row call takes: one warpgroup of 64 rows up to m = 64, two
+// above; with activations from shared memory (WS_SS), two warpgroups of two slices each (256 rows,
+// every weight decoded once) above m = 128.
+#ifdef WS_SS
+constexpr bool kTwoSlices = true;
+#else
+constexpr bool kTwoSlices = false;
+#endif
+template <typename T>
+cudaError_t launch_m(int nt, const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                     void* out, float* workspace, int m, int n, int k, int splits, cudaStream_t stream) {
+  if (kTwoSlices && m > 128) return launch_nt<T, 2, 2>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  if (m > 64) return launch_nt<T, 2>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
+  return launch_nt<T, 1>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
 }
 
 }  // namespace
@@ -668,8 +961,8 @@ cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* sca
 extern "C" {
 
 // Dev entry, tile-contiguous weights (nvfp4_kernels.layout.tile_weights): nt in {128, 136, 160};
-// one consumer warpgroup per 64 rows up to m = 64, two above (m > 128 takes several activation
-// tiles, each decoding the weights again).
+// the activation tile by launch_m (a call with more rows than one tile takes several, each decoding
+// the weights again).
 int nvfp4ws_launch_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int32_t m, int32_t n, int32_t k, int32_t out_bf16, int32_t splits,
                          int32_t nt, cudaStream_t stream) {
@@ -678,16 +971,17 @@ int nvfp4ws_launch_tiled(const void* a, const void* packed, const void* scales, 
     return static_cast<int>(cudaErrorInvalidValue);
   }
   const cudaError_t err =
-      m > 64 ? (out_bf16 ? launch_nt<__nv_bfloat16, 2>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream)
-                         : launch_nt<__half, 2>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream))
-             : (out_bf16 ? launch_nt<__nv_bfloat16, 1>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream)
-                         : launch_nt<__half, 1>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream));
+      out_bf16 ? launch_m<__nv_bfloat16>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream)
+               : launch_m<__half>(nt, a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
   return static_cast<int>(err);
 }
 
 // Whether this build has a tile of nt weight rows for an M-row call (the dev script asks before it
 // launches, so that a launch error is never taken for a missing width).
-int nvfp4ws_has_tile(int32_t nt, int32_t m) { return m > 64 ? has_tile<2>(nt) : has_tile<1>(nt); }
+int nvfp4ws_has_tile(int32_t nt, int32_t m) {
+  if (kTwoSlices && m > 128) return has_tile<2, 2>(nt);
+  return m > 64 ? has_tile<2, 1>(nt) : has_tile<1, 1>(nt);
+}
 
 #ifdef WS_TRACE
 int nvfp4ws_trace(void* host) { return static_cast<int>(cudaMemcpyFromSymbol(host, g_ws_trace, sizeof(g_ws_trace))); }

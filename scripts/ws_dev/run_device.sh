@@ -5,8 +5,10 @@ cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 export NVFP4_BUILD_DIR=$PWD/kernels/_build
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-date -u +%T; echo "== smoke"; timeout 90 python3 scripts/ws_dev/ws_dev.py --out "$OUT/smoke" ${WS_ARGS} --sanitize 2>&1 | tail -5
-date -u +%T; echo "== dev ${WS_ARGS}"; timeout 400 python3 scripts/ws_dev/ws_dev.py --out "$OUT/ws" ${WS_ARGS} ${WS_VARIANTS:+--variants "$WS_VARIANTS"} 2>&1 | tail -45
+date -u +%T; echo "== smoke"; timeout 45 python3 scripts/ws_dev/ws_dev.py --out "$OUT/smoke" ${WS_ARGS} --sanitize > /tmp/smoke.txt 2>&1
+rc=$?; tail -5 /tmp/smoke.txt
+if [ $rc -ne 0 ]; then echo "smoke failed (rc $rc): stopping here"; exit $rc; fi
+date -u +%T; echo "== dev ${WS_ARGS}"; timeout ${WS_TIMEOUT:-400} python3 scripts/ws_dev/ws_dev.py --out "$OUT/ws" ${WS_ARGS} ${WS_VARIANTS:+--variants "$WS_VARIANTS"} 2>&1 | tail -45
 if [ -n "$WS_SANITIZE" ]; then
   for tool in memcheck racecheck synccheck; do
     echo "== $tool"; timeout 150 compute-sanitizer --tool $tool python3 scripts/ws_dev/ws_dev.py --out /tmp/san-$tool ${WS_ARGS} --sanitize 2>&1 | tail -3

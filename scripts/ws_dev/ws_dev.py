@@ -4,13 +4,16 @@ build it, compare its outputs with the library's mma.sync fused kernel at the sa
 (SHA-256; with --ss, whose natural K order gives other bits, with a second launch of itself) and
 with float64 (the path's bound), read every weight of a small layer back through the kernel (A =
 rows of the identity), then time it beside the mma.sync kernel, cuBLAS bf16 on pre-dequantized
-weights and the same-run copy of the row's bytes (L2 flushed, CUDA events, median of 21). Not the
+weights and the same-run copy of the row's bytes (L2 flushed, CUDA events, median of 21), and
+from M = 128 beside prefill (vec8 dequantization + cuBLAS, the dispatcher's path there). Not the
 benchmark; the loop that decides whether the design is worth merging (benchmarks/NOTES.md,
-twelfth session; data in benchmarks/experiments/fused-ws-dev-2026-12-04.json).
+twelfth and thirteenth sessions; data in benchmarks/experiments/fused-ws-dev-2026-12-04.json and
+fused-ws-m256-2026-12-04.json). With --ss, calls of more than 128 rows take one 256-row tile, and
+each of their rows must also get the bits that a call of at most 128 rows gives it.
 
     python scripts/ws_dev/ws_dev.py --out DIR --prebuild [--ss] [--variants "NAME:-DFLAG ...;..."]
         (on the CPU machine: nvcc builds under kernels/_build/ws, which a device call carries)
-    python scripts/ws_dev/ws_dev.py --out DIR [--ss] [--main libws_NAME.so] [--variants ...]
+    python scripts/ws_dev/ws_dev.py --out DIR [--ss] [--main libws_NAME.so] [--variants ...] [--ms 64,256]
     python scripts/ws_dev/ws_dev.py --out DIR [--ss] --trace N,K,M,NT,SPLITS   (the -DWS_TRACE build)
 
 scripts/ws_dev/run_device.sh runs the usual sequence in one device call.
@@ -127,7 +130,7 @@ def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> lis
     cases = []
     for dtype in (torch.bfloat16, torch.float16):
         for (n, k) in ((64, 128), (70, 384), (200, 1024), (1000, 2048), (413, 4096)):
-            for m in (1, 8, 17, 33, 64, 100, 128, 200):
+            for m in (1, 8, 17, 33, 64, 100, 128, 200, 256):
                 cases.append((dtype, n, k, m, m % 2 == 1, (0x30, 0x40)))
     for (n, k) in ((300, 1024), (136, 2048)):
         for m in (5, 64):
@@ -162,6 +165,17 @@ def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> lis
                     ws(a, pt, st, g, bias, ref, splits, nt)
                 torch.cuda.synchronize()
                 same = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
+                if natural and m > 128:
+                    # a call of more than 128 rows takes 256-row tiles (two 64-row slices a consumer
+                    # warpgroup): each row must get the bits that a call of at most 128 rows gives it
+                    parts = torch.full((m, n), 5, dtype=dtype, device=DEV)
+                    for r0, r1 in ((0, 128), (128, m)):
+                        if ws.has_tile(nt, r1 - r0):
+                            ws(a[r0:r1], pt, st, g, bias, parts[r0:r1], splits, nt)
+                        else:
+                            parts[r0:r1] = out[r0:r1]  # no such tile in this build: nothing to compare
+                    torch.cuda.synchronize()
+                    same &= bool(torch.equal(out.view(torch.int16), parts.view(torch.int16)))
                 got = out.float().cpu().numpy().astype(np.float64)
                 finite = np.isfinite(y64)
                 err = np.abs(got - y64)
@@ -180,10 +194,11 @@ def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> lis
 
 
 def readout(ws: Ws, report: dict) -> list[str]:
-    """Y = A @ W^T with A = rows of the identity (row i picks K = 16 i + off): every output is one
-    decoded weight times 1.0 plus products with zero, so it must be the weight's T bits (a -0.0
-    weight may come out +0.0: -0.0 + +0.0 = +0.0). 16 offsets read every weight of a 200 x 1024
-    weight whose scale bytes take every non-NaN value, at 1 and 8 splits."""
+    """Y = A @ W^T with A = rows of the identity (row i of R picks K = (1024 / R) i + off): every
+    output is one decoded weight times 1.0 plus products with zero, so it must be the weight's T bits
+    (a -0.0 weight may come out +0.0: -0.0 + +0.0 = +0.0). 1024 / R offsets read every weight of a
+    200 x 1024 weight whose scale bytes take every non-NaN value, at 1 and 8 splits, with R = 64
+    rows and R = 256 (the 256-row tiles of the WS_SS build)."""
     failures, rows = [], []
     n, k = 200, 1024
     rng = np.random.default_rng(77)
@@ -198,23 +213,26 @@ def readout(ws: Ws, report: dict) -> list[str]:
         w = oracle_dequantize(packed, scales, np.float32(gval), 16, name)  # [N, K] values of T
         w_bits = torch.from_numpy(np.ascontiguousarray(w).view(np.int16))
         w_bits = torch.where(w_bits == -32768, torch.zeros_like(w_bits), w_bits)  # -0.0 -> +0.0
-        bad = launches = 0
-        for off in range(16):
-            a = torch.zeros((64, k), dtype=dtype, device=DEV)
-            a[torch.arange(64), 16 * torch.arange(64) + off] = 1.0
-            want = w_bits[:, off::16].t().contiguous()  # [64, N]
-            for splits in (1, 8):
-                for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, 64)):
-                    out = torch.full((64, n), 7, dtype=dtype, device=DEV)
-                    ws(a, pt, st, g, None, out, splits, nt)
-                    launches += 1
-                    got = out.cpu().view(torch.int16)
-                    got = torch.where(got == -32768, torch.zeros_like(got), got)
-                    diff = int((got != want).sum())
-                    bad += diff
-                    if diff:
-                        failures.append(f"readout {name} off={off} splits={splits} nt={nt}: {diff} weights differ")
-        rows.append({"dtype": name, "n": n, "k": k, "launches": launches, "differing": bad})
+        for rows_a in (64, 256):
+            per = k // rows_a
+            bad = launches = 0
+            for off in range(per):
+                a = torch.zeros((rows_a, k), dtype=dtype, device=DEV)
+                a[torch.arange(rows_a), per * torch.arange(rows_a) + off] = 1.0
+                want = w_bits[:, off::per].t().contiguous()  # [rows_a, N]
+                for splits in (1, 8):
+                    for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, rows_a)):
+                        out = torch.full((rows_a, n), 7, dtype=dtype, device=DEV)
+                        ws(a, pt, st, g, None, out, splits, nt)
+                        launches += 1
+                        got = out.cpu().view(torch.int16)
+                        got = torch.where(got == -32768, torch.zeros_like(got), got)
+                        diff = int((got != want).sum())
+                        bad += diff
+                        if diff:
+                            failures.append(f"readout {name} rows={rows_a} off={off} splits={splits} nt={nt}: "
+                                            f"{diff} weights differ")
+            rows.append({"dtype": name, "n": n, "k": k, "rows": rows_a, "launches": launches, "differing": bad})
     report["readout"] = rows
     return failures[:20]
 
@@ -225,11 +243,11 @@ def timer(fn, flush: torch.Tensor) -> float:
     return timed(fn, flush.zero_, reps=21)
 
 
-def speed(ws: Ws, report: dict, quick: bool) -> list[str]:
+def speed(ws: Ws, report: dict, quick: bool, ms: tuple[int, ...] = ()) -> list[str]:
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=DEV)
     lines, rows = [], []
     shapes = ((17408, 5120), (5120, 17408))
-    ms = (1, 16, 64) if quick else (1, 16, 32, 64, 128, 256)
+    ms = ms or ((1, 16, 64) if quick else (1, 16, 32, 64, 128, 256))
     for n, k in shapes:
         packed, scales = make(n, k, 1)
         p, s = to_dev(packed), to_dev(scales)
@@ -249,6 +267,16 @@ def speed(ws: Ws, report: dict, quick: bool) -> list[str]:
             tiled_arg = (pt, st, layout.scale_byte_range(s))
             mma_tiled_us = timer(lambda: cuda_backend.fused_mma(a, p, s, g, None, out, splits=auto, tiled=tiled_arg),
                                  flush)
+            prefill_us = None
+            if m >= 128:  # the path the dispatcher takes above M = 128: vec8 dequantization + cuBLAS
+                w_scratch = torch.empty((n, k), dtype=torch.bfloat16, device=DEV)
+
+                def prefill() -> None:
+                    cuda_backend.dequantize("prefill_vec8", p, s, g, 16, w_scratch)
+                    torch.matmul(a, w_scratch.t(), out=out)
+
+                prefill_us = timer(prefill, flush)
+                del w_scratch
             ws_times = {}
             for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, m)):
                 tiles = -(-n // nt)
@@ -259,31 +287,34 @@ def speed(ws: Ws, report: dict, quick: bool) -> list[str]:
             best = min(ws_times, key=ws_times.get)
             row = {"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": 2 * half, "cublas_bf16_us": cublas_us,
                    "mma_sync_us": mma_us, "mma_sync_tiled_us": mma_tiled_us, "mma_sync_splits": auto,
-                   "ws_us": ws_times, "ws_best": best}
+                   "prefill_vec8_us": prefill_us, "ws_us": ws_times, "ws_best": best}
             rows.append(row)
             ws_us = ws_times[best]
             lines.append(f"{n}x{k} M={m:3d}: copy {copy_us:6.2f}  cuBLAS {cublas_us:6.2f}  mma.sync {mma_us:6.2f} "
                          f"/ tiled {mma_tiled_us:6.2f} (s={auto})  ws best {best} {ws_us:6.2f} us = "
                          f"{copy_us / ws_us:5.1%} of copy, {ws_us / cublas_us:4.2f}x cuBLAS, "
-                         f"{mma_tiled_us / ws_us:4.2f}x faster than mma.sync tiled")
+                         f"{mma_tiled_us / ws_us:4.2f}x faster than mma.sync tiled"
+                         + (f", prefill {prefill_us:6.2f} ({prefill_us / ws_us:4.2f}x)" if prefill_us else ""))
     report["speed"] = rows
     return lines
 
 
-def variants(spec: str, out: Path, report: dict, plain: Ws) -> list[str]:
+def variants(spec: str, out: Path, report: dict, plain: Ws, ms: tuple[int, ...] = ()) -> list[str]:
     """Builds of fused_ws.cu with extra -D flags ("name:-DA -DB;name2:..."), timed at M = 1 and 64
-    on the large shapes at one tile choice each (tile-contiguous weights), beside the plain build."""
+    (or the --ms values) on the large shapes at one tile choice each (the first of the shape's
+    choices that the plain build has; tile-contiguous weights), beside the plain build."""
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=DEV)
     builds = {"plain": plain}
     for entry in spec.split(";"):
         name, _, flags = entry.partition(":")
         builds[name] = Ws(build(out, tuple(flags.split()), f"libws_{name}.so"))
     rows, lines = [], []
-    for (n, k, nt, splits) in ((17408, 5120, 136, 1), (5120, 17408, 160, 4)):
+    for (n, k, choices) in ((17408, 5120, ((136, 1),)), (5120, 17408, ((160, 4), (128, 3)))):
         packed, scales = make(n, k, 1)
         pt, st = layout.tile_weights(to_dev(packed), to_dev(scales))
         g = torch.tensor([0.0123], dtype=torch.float32, device=DEV)
-        for m in (1, 64):
+        for m in ms or (1, 64):
+            nt, splits = next(((nt, sp) for nt, sp in choices if plain.has_tile(nt, m)), choices[-1])
             a = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=DEV)
             times = {}  # None: a build without this tile width
@@ -374,6 +405,7 @@ def main() -> int:
     parser.add_argument("--main", default="libws.so", help="the prebuilt library the checks and times run on")
     parser.add_argument("--ss", action="store_true", help="the -DWS_SS build: A from shared memory, natural K order")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--ms", default="", help="comma-separated M values to time (default: 1,16,32,64,128,256)")
     parser.add_argument("--variants", default="", help='"name:-DFLAG ...;name2:..." builds to time')
     parser.add_argument("--profile-once", default="", help="N,K,M,NT,SPLITS: three launches for ncu, nothing else")
     parser.add_argument("--prebuild", default=None, const="", nargs="?",
@@ -397,7 +429,7 @@ def main() -> int:
             print(line)
         return 0
     if args.sanitize:
-        for (n, k, m, splits) in ((200, 1024, 17, 1), (136, 2048, 64, 3)):
+        for (n, k, m, splits) in ((200, 1024, 17, 1), (136, 2048, 64, 3), (200, 1024, 200, 2)):
             packed, scales = make(n, k, 5)
             a = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=DEV)
@@ -413,9 +445,10 @@ def main() -> int:
     print(f"correctness: {len(report['correctness'])} rows, {len(failures)} failures")
     for f in failures[:30]:
         print("  FAIL", f)
-    lines = [] if args.skip_speed else speed(ws, report, args.quick)
+    ms = tuple(int(x) for x in args.ms.split(",")) if args.ms else ()
+    lines = [] if args.skip_speed else speed(ws, report, args.quick, ms)
     if args.variants:
-        lines += variants(args.variants, out, report, ws)
+        lines += variants(args.variants, out, report, ws, ms)
     (out / "ws_dev.json").write_text(json.dumps(report, indent=1))
     for line in lines:
         print(line)
