@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from nvfp4_kernels import build
 
@@ -279,6 +280,57 @@ def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_witho
     widths = (72, 128, 136, 160)
     assert [has_tile(nt, m) for m in (64, 65, 128) for nt in widths] == [0, 1, 1, 1] * 3
     assert [has_tile(nt, m) for m in (129, 256) for nt in widths] == tiles_above_128 * 2
+
+
+@needs_nvcc
+@pytest.mark.parametrize("flags", [(), ("-DRA_PIPELINED",)], ids=["serial_k_loop", "pipelined_k_loop"])
+def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """scripts/ws_dev/fused_ra.cu (the thirteenth session's register-A wgmma kernel, not merged;
+    benchmarks/NOTES.md) decodes with kernels/cuda/mma_decode.cuh too: both of its K loops must
+    build, every instantiation without spills (its 128 accumulators leave little room), and export
+    the dev entry that scripts/ws_dev/ra_dev.py calls."""
+    repo = Path(__file__).resolve().parents[1]
+    lib = tmp_path / "libra.so"
+    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
+                           "-Xcompiler", "-fPIC", "-cudart", "static", "-Xptxas", "-v", *flags,
+                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
+                           "-o", str(lib), str(repo / "scripts" / "ws_dev" / "fused_ra.cu")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reports = [line for line in done.stderr.splitlines() if "spill stores" in line]
+    assert len(reports) == 4, done.stderr[-2000:]  # bf16 and fp16 kernels, two finalize kernels
+    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in reports), reports
+    assert hasattr(ctypes.CDLL(str(lib)), "nvfp4ra_launch")
+
+
+def test_the_register_a_weight_layout_holds_each_lanes_fragment_values() -> None:
+    """scripts/ws_dev/ra_dev.py's one-time re-layout, read back by an independent decode of its
+    bytes: in every 64-row tile and 128-value step, lane t's word q of row r holds, as code i, the
+    contract's code of K = 16 (2 q + i / 4) + 2 t + (0, 1, 8, 9)[i % 4] (magnitude in nibble i, sign
+    at bit 8 i + 7 for i < 4 and 8 (i - 4) + 3 above), rows past N as zero codes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
+    try:
+        from ra_dev import ra_layout
+    finally:
+        sys.path.pop(0)
+    rng = np.random.default_rng(5)
+    n, k = 70, 384
+    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    out = ra_layout(packed)
+    tiles, steps = 2, k // 128
+    assert out.shape == (tiles * steps * 4096,)
+    words = out.view("<u4").reshape(tiles, steps, 64, 4, 4)  # tile, step, row, lane, word
+    for row in (0, 5, 63, 64, 69, 70, 127):
+        for step in range(steps):
+            for t in range(4):
+                for q in range(4):
+                    w = int(words[row // 64, step, row % 64, t, q])
+                    for i in range(8):
+                        kk = 128 * step + 16 * (2 * q + i // 4) + 2 * t + (0, 1, 8, 9)[i % 4]
+                        want = 0 if row >= n else (packed[row, kk // 2] >> (4 * (kk % 2))) & 0xF
+                        sign_bit = 8 * i + 7 if i < 4 else 8 * (i - 4) + 3
+                        got = ((w >> (4 * i)) & 7) | (((w >> sign_bit) & 1) << 3)
+                        assert got == want, (row, step, t, q, i)
 
 
 def test_the_dev_kernels_wgmma_wrappers_are_the_generators_output() -> None:
