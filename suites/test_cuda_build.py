@@ -251,6 +251,23 @@ def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> No
     assert hasattr(lib, "probe_read") and hasattr(lib, "probe_mimic") and hasattr(lib, "probe_mimic_occupancy")
 
 
+def _build_dev_kernel(tmp_path: Path, source: str, flags: tuple[str, ...], kernels: int) -> Path:
+    """nvcc-build scripts/ws_dev/<source> as the dev scripts do (sm_90a, against kernels/cuda's
+    headers) and check that ptxas reported `kernels` entry functions, none of them spilling."""
+    repo = Path(__file__).resolve().parents[1]
+    lib = tmp_path / f"{Path(source).stem}.so"
+    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
+                           "-Xcompiler", "-fPIC", "-cudart", "static", "-Xptxas", "-v", *flags,
+                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
+                           "-o", str(lib), str(repo / "scripts" / "ws_dev" / source)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reports = [line for line in done.stderr.splitlines() if "spill stores" in line]
+    assert len(reports) == kernels, done.stderr[-2000:]
+    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in reports), reports
+    return lib
+
+
 @needs_nvcc
 @pytest.mark.parametrize(("flags", "instantiations", "tiles_above_128"),
                          [((), 12, [0, 1, 1, 1]), (("-DWS_SS",), 16, [0, 1, 1, 0])],
@@ -265,17 +282,7 @@ def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_witho
     launching), without a GPU: 128, 136 and 160 rows up to M = 128; above that the register-A
     build takes several 128-row activation tiles (the same widths) and the shared-memory build one
     256-row tile (128 or 136 weight rows: a 160-row tile's stages would not fit)."""
-    repo = Path(__file__).resolve().parents[1]
-    lib = tmp_path / "libws.so"
-    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
-                           "-Xcompiler", "-fPIC", "-cudart", "static", "-Xptxas", "-v", *flags,
-                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
-                           "-o", str(lib), str(repo / "scripts" / "ws_dev" / "fused_ws.cu")],
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    reports = [line for line in done.stderr.splitlines() if "spill stores" in line]
-    assert len(reports) == instantiations + 2, done.stderr[-2000:]  # and the 2 finalize kernels
-    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in reports), reports
+    lib = _build_dev_kernel(tmp_path, "fused_ws.cu", flags, instantiations + 2)  # and the 2 finalize kernels
     has_tile = ctypes.CDLL(str(lib)).nvfp4ws_has_tile
     widths = (72, 128, 136, 160)
     assert [has_tile(nt, m) for m in (64, 65, 128) for nt in widths] == [0, 1, 1, 1] * 3
@@ -289,17 +296,7 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path, flags: 
     benchmarks/NOTES.md) decodes with kernels/cuda/mma_decode.cuh too: both of its K loops must
     build, every instantiation without spills (its 128 accumulators leave little room), and export
     the dev entry that scripts/ws_dev/ra_dev.py calls."""
-    repo = Path(__file__).resolve().parents[1]
-    lib = tmp_path / "libra.so"
-    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
-                           "-Xcompiler", "-fPIC", "-cudart", "static", "-Xptxas", "-v", *flags,
-                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}",
-                           "-o", str(lib), str(repo / "scripts" / "ws_dev" / "fused_ra.cu")],
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    reports = [line for line in done.stderr.splitlines() if "spill stores" in line]
-    assert len(reports) == 4, done.stderr[-2000:]  # bf16 and fp16 kernels, two finalize kernels
-    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in reports), reports
+    lib = _build_dev_kernel(tmp_path, "fused_ra.cu", flags, 4)  # bf16 and fp16 kernels, two finalize kernels
     assert hasattr(ctypes.CDLL(str(lib)), "nvfp4ra_launch")
 
 

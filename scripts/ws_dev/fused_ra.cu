@@ -33,16 +33,15 @@
 // a GPU: two half-step fragment buffers, half 0 of step s decoded while half 1 of step s - 1 runs.
 // Both device calls of its first form hung; two bugs were found afterwards and are fixed here (no
 // TMA load was issued for step DA - 1, and the release address lacked parentheses).
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <type_traits>
 
+#include "hopper_async.cuh"
 #include "mma_decode.cuh"
 #include "wgmma_rs.cuh"
 
 namespace {
 
+using namespace wsdev;  // NOLINT: the shared helpers of hopper_async.cuh
 using nvfp4::build_table;
 using nvfp4::DecodeTable;
 using nvfp4::e4m3x2_to_f32;
@@ -56,45 +55,6 @@ constexpr int kActStageBytes = kActRows * 256;  // 256 rows x 128 values x 2 byt
 #ifndef RA_DA
 #define RA_DA 3
 #endif
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "RA_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra RA_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-__device__ __forceinline__ void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_acc(float& x) { asm volatile("" : "+f"(x)::"memory"); }
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// K-major operand, 128-byte swizzle (as fused_ws.cu): start >> 4, leading offset 1, stride 1024 B
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
 
 // Word w (signs placed) -> four A-fragment registers: codes 0-3 with table ta, codes 4-7 with tb.
 __device__ __forceinline__ void decode_word_two_tables(uint32_t w, const DecodeTable& ta, const DecodeTable& tb,
@@ -347,25 +307,6 @@ nvfp4_fused_ra_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restr
   }
 }
 
-cudaError_t encode_act_map(CUtensorMap* map, const void* a, bool bf16, int m, int k) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (encode == nullptr) {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || fn == nullptr) return cudaErrorNotSupported;
-    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(m)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(kActRows)};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-                            const_cast<void*>(a), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
 
 template <typename T, int C>
 cudaError_t launch_ra(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
@@ -376,7 +317,7 @@ cudaError_t launch_ra(const void* a, const void* packed, const void* scales, con
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   CUtensorMap act_map{};
-  err = encode_act_map(&act_map, a, std::is_same_v<T, __nv_bfloat16>, m, k);
+  err = encode_act_map(&act_map, a, std::is_same_v<T, __nv_bfloat16>, m, k, kActRows);
   if (err != cudaSuccess) return err;
   const int n_tiles = (n + 64 * C - 1) / (64 * C);
   const int m_tiles = (m + kActRows - 1) / kActRows;

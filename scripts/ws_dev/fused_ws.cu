@@ -54,11 +54,9 @@
 // WS_PRODUCER_WARPS / WS_RS / WS_D / WS_DA size the one-warpgroup build, WS_MS2_P /
 // WS_MS2_CONS_REGS the 256-row one, WS_TRACE records per-step clock64 stamps of block 0, and
 // WS_PROBE_* leave a stage out (timing probes, wrong by design).
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <type_traits>
 
+#include "hopper_async.cuh"
 #include "mma_decode.cuh"
 #include "wgmma_rs.cuh"
 
@@ -88,6 +86,7 @@ __device__ long long g_ws_trace[256][16];
 
 namespace {
 
+using namespace wsdev;  // NOLINT: the shared helpers of hopper_async.cuh
 using nvfp4::build_table;
 using nvfp4::decode_word;
 using nvfp4::DecodeTable;
@@ -173,13 +172,10 @@ struct WsTile {
   static_assert(kSmemBytes <= (MINB == 1 ? 232448 : 233472 / MINB - 1024), "shared memory");
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+[[maybe_unused]] __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -208,36 +204,14 @@ __device__ __forceinline__ uint2 lds64(uint32_t addr) {
   return v;
 }
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WS_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WS_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void named_barrier(int id, int threads) {
+[[maybe_unused]] __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // arrives on the mbarrier once all of this thread's earlier cp.async copies have landed (the
 // barrier's expected count includes this arrival: .noinc)
 __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ void fence_acc(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 // WS_STASYNC: a 16-byte store into this CTA's shared memory through st.async, its bytes counted on
 // the barrier (both addresses mapped into the cluster window; a launch without clusters is a
 // cluster of one)
@@ -251,26 +225,7 @@ __device__ __forceinline__ void fence_acc(float& x) { asm volatile("" : "+f"(x):
                "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(bar)
                : "memory");
 }
-// the barrier expects `bytes` more of asynchronous copies in its current phase (and this arrival)
-[[maybe_unused]] __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// one box of the 2-D tensor map (c0 innermost: the K column, c1 the row) into shared memory, the
-// bytes counted on the barrier as they land; rows past the tensor's end are zero-filled
-[[maybe_unused]] __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
-                                                             uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
 
-// K-major operand, 128-byte swizzle: 128-byte rows in 1024-byte atoms of 8 rows (stride 1024), the
-// start address >> 4 in bits 0-13, leading offset 1 (unused when swizzled), layout 1 in bits 62-63.
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
 
 // the mma.sync kernel's activation swizzle (fused_mma.cu act_chunk): conflict-free 16-byte loads
 [[maybe_unused]] __device__ __forceinline__ int act_chunk(int c, int r) { return c ^ (((c >> 3) & 1) << 1) ^ (r & 1); }
@@ -361,15 +316,18 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
       all_table &= table_ok<T>(sc[v][0]) & table_ok<T>(sc[v][1]);
     }
     uint32_t r[NU][2][2][4];
+    [[maybe_unused]] auto each_r = [&](auto fn) {  // the probes' walk over every decoded register
+#pragma unroll
+      for (int v = 0; v < NU; ++v)
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+          for (int qq = 0; qq < 2; ++qq)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) fn(v, t, qq, c);
+    };
 #ifdef WS_PROBE_NO_DECODE
-#pragma unroll
-    for (int v = 0; v < NU; ++v)
-#pragma unroll
-      for (int t = 0; t < 2; ++t)
-#pragma unroll
-        for (int qq = 0; qq < 2; ++qq)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) r[v][t][qq][c] = words[v][t][qq] ^ c ^ __float_as_uint(sc[v][t]);
+    each_r([&](int v, int t, int qq, int c) { r[v][t][qq][c] = words[v][t][qq] ^ c ^ __float_as_uint(sc[v][t]); });
 #else
     if (all_table) {
 #pragma unroll
@@ -402,14 +360,7 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
     }
 #endif
 #ifdef WS_PROBE_NO_DEC_STORE  // timing probe only: the decoded tile is never written
-#pragma unroll
-    for (int v = 0; v < NU; ++v)
-#pragma unroll
-      for (int t = 0; t < 2; ++t)
-#pragma unroll
-        for (int qq = 0; qq < 2; ++qq)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(r[v][t][qq][c])::"memory");
+    each_r([&](int v, int t, int qq, int c) { asm volatile("" : "+r"(r[v][t][qq][c])::"memory"); });
 #elif defined(WS_SS)
     // natural K order: word (t, q = 2p + qq) holds K = 32 (2 th + t) + 8 q .. + 7, chunk 4 t + q of
     // K half th of the row, one 16-byte store (conflict free: 4 lanes per 16-byte bank slot)
@@ -446,6 +397,20 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
       }
     }
 #endif
+  };
+  // A decoding warp's end of a step: its stores before the async proxy (the wgmmas) reads them,
+  // then lane 0's arrivals: the raw stage is free, the warp's share of the decoded stage is in.
+  auto finish_decode_step = [&](int raw_stage, int dec_stage, bool fence) {
+    if (fence) fence_proxy_async();
+    __syncwarp();
+    if (dlane == 0) {
+      mbar_arrive(raw_empty + 8 * raw_stage);
+#ifdef WS_STASYNC
+      mbar_expect_tx(dec_full + 8 * dec_stage, 2048u * static_cast<uint32_t>(units_done));
+#else
+      mbar_arrive(dec_full + 8 * dec_stage);
+#endif
+    }
   };
 
   if (tid >= TL::kConsumers) {
@@ -521,18 +486,11 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
       }
       u -= TL::kProdUnits;
       WS_PTRACE_AT(2);
-#ifndef WS_PROBE_NO_FENCE  // timing probe only: without it the wgmma may read stale values
-      fence_proxy_async();  // this thread's stores, before the async proxy (wgmma) reads them
-#endif
-      __syncwarp();
-      if (lane == 0) {
-        mbar_arrive(raw_empty + 8 * raw_pos.stage);
-#ifdef WS_STASYNC
-        mbar_expect_tx(dec_full + 8 * dec_pos.stage, 2048u * static_cast<uint32_t>(units_done));
+#ifdef WS_PROBE_NO_FENCE  // timing probe only: without it the wgmma may read stale values
+      finish_decode_step(raw_pos.stage, dec_pos.stage, false);
 #else
-        mbar_arrive(dec_full + 8 * dec_pos.stage);
+      finish_decode_step(raw_pos.stage, dec_pos.stage, true);
 #endif
-      }
       raw_pos.next();
       dec_pos.next();
     }
@@ -639,16 +597,7 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
 #endif
       for (; cu < TL::kUnits; cu += 4 * C) decode_units(std::integral_constant<int, 1>{}, raw, dec, cu, 4 * C);
       cu -= TL::kUnits - TL::kProdUnits;
-      fence_proxy_async();  // this thread's stores, before the async proxy (wgmma) reads them
-      __syncwarp();
-      if (lane == 0) {
-        mbar_arrive(raw_empty + 8 * craw_pos.stage);
-#ifdef WS_STASYNC
-        mbar_expect_tx(dec_full + 8 * cdec_pos.stage, 2048u * static_cast<uint32_t>(units_done));
-#else
-        mbar_arrive(dec_full + 8 * cdec_pos.stage);
-#endif
-      }
+      finish_decode_step(craw_pos.stage, cdec_pos.stage, true);
       craw_pos.next();
       cdec_pos.next();
     }
@@ -799,29 +748,6 @@ nvfp4_fused_ws_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__
   }
 }
 
-#ifdef WS_TMA_ACT
-// cuTensorMapEncodeTiled from the driver (no link against libcuda): the activations' tensor map,
-// 128-byte swizzle, rows past m zero-filled
-cudaError_t encode_act_map(CUtensorMap* map, const void* a, bool bf16, int m, int k, int box_rows) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (encode == nullptr) {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || fn == nullptr) return cudaErrorNotSupported;
-    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(m)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-                            const_cast<void*>(a), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-#endif
 
 template <typename T, int NT, int C, int P, int RS, int D, int DA, int MINB = 1, int MS = 1>
 cudaError_t launch_ws(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
@@ -907,16 +833,19 @@ bool has_tile(int nt) {
   if constexpr (C == 1) return nt == 72;
 #endif
 #ifndef WS_SS
-  if constexpr (MS == 2) return false;
+  if constexpr (MS == 2) {
+    return false;
+  } else
 #endif
-  return nt == 128 || nt == 136 || (nt == 160 && MS == 1 && 32 * Config<C, MS>::kP + 128 * C <= 512);
+  {
+    return nt == 128 || nt == 136 || (nt == 160 && MS == 1 && 32 * Config<C, MS>::kP + 128 * C <= 512);
+  }
 }
 
 template <typename T, int C, int MS = 1>
 cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* scales, const void* g,
                       const void* bias, void* out, float* workspace, int m, int n, int k, int splits,
                       cudaStream_t stream) {
-  using Cf = Config<C, MS>;
   if (!has_tile<C, MS>(nt)) return cudaErrorInvalidValue;
 #ifdef WS_TWO_PER_SM
   // two blocks per SM of 72 weight rows (one consumer warpgroup, 7 decoding warps and a copy warp,
@@ -931,6 +860,7 @@ cudaError_t launch_nt(int nt, const void* a, const void* packed, const void* sca
   } else
 #endif
   {
+    using Cf = Config<C, MS>;
     if (nt == 128) return launch_ws<T, 128, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA, 1, MS>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
     if (nt == 136) return launch_ws<T, 136, C, Cf::kP, Cf::kRS, Cf::kD, Cf::kDA, 1, MS>(a, packed, scales, g, bias, out, workspace, m, n, k, splits, stream);
     if constexpr (MS == 1 && 32 * Cf::kP + 128 * C <= 512) {
