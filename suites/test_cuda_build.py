@@ -330,6 +330,39 @@ def test_the_register_a_weight_layout_holds_each_lanes_fragment_values() -> None
                         assert got == want, (row, step, t, q, i)
 
 
+def test_the_dev_scripts_identity_readout_passes_exact_weights_and_names_a_wrong_one() -> None:
+    """scripts/ws_dev/ws_dev.py's identity_readout (both dev scripts read their kernels' weights back
+    through it on the GPU), run on the CPU with a stand-in kernel that multiplies by the oracle's
+    decoded weight: every launch reads back exactly at 64 and 256 rows; a stand-in that reads one
+    K column to the left is caught, launch by launch."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
+    try:
+        import ws_dev
+    finally:
+        sys.path.pop(0)
+    from nvfp4_harness.nvfp4.shapes import oracle_dequantize
+
+    def prepare(packed: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return packed, scales
+
+    def stand_in(shift: int):
+        def launches(a, weight, g, splits):
+            name = "bfloat16" if a.dtype == torch.bfloat16 else "float16"
+            w = oracle_dequantize(*weight, np.float32(g.item()), 16, name).astype(np.float64)
+            w = np.roll(w, shift, axis=1)
+            yield "stand-in", torch.from_numpy(a.double().numpy() @ w.T).to(a.dtype)
+        return launches
+
+    rows, failures = ws_dev.identity_readout(prepare, stand_in(0), (64, 256), device="cpu")
+    assert failures == []
+    assert [(r["dtype"], r["rows"], r["launches"], r["differing"]) for r in rows] == [
+        ("bfloat16", 64, 32, 0), ("bfloat16", 256, 8, 0), ("float16", 64, 32, 0), ("float16", 256, 8, 0)]
+    rows, failures = ws_dev.identity_readout(prepare, stand_in(1), (256,), device="cpu")
+    assert len(failures) == 16 and all(r["differing"] > 0 for r in rows), failures[:2]
+
+
 def test_the_dev_kernels_wgmma_wrappers_are_the_generators_output() -> None:
     """scripts/ws_dev/wgmma_rs.cuh is generated (each wrapper lists its accumulators by hand):
     the committed file must be what scripts/ws_dev/gen_wgmma_rs.py prints."""

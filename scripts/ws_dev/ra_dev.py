@@ -93,7 +93,7 @@ def main() -> int:
     import torch
     from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half, kernel_bytes
     from nvfp4_harness.nvfp4.shapes import matmul_error_bound, oracle_dequantize
-    from nvfp4_kernels import cuda_backend, layout
+    from nvfp4_kernels import layout
 
     sys.path.insert(0, str(HERE))
     import ws_dev
@@ -188,35 +188,18 @@ def main() -> int:
                 failures.append(f"{name} n={n} k={k} m={m} splits={splits} scales={lo}-{hi} g={gval}: "
                                 f"same={same} out_of_bound={int(bad.sum())} nan_ok={nan_ok}")
     report["correctness"] = rows
-    # identity readout at 256 rows: row i picks K = 4 i + off
-    n, k = 200, 1024
-    rng = np.random.default_rng(77)
-    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
-    scales = rng.integers(0, 255, (n, k // 16), dtype=np.uint8)
-    scales[scales == 0x7F] = 0x7E
-    _, _, _, st, pr = weights(packed, scales)
-    g = torch.tensor([0.0123], dtype=torch.float32, device=dev)
-    readout = []
-    for dtype in (torch.bfloat16, torch.float16):
-        name = "bfloat16" if dtype == torch.bfloat16 else "float16"
-        w_bits = torch.from_numpy(np.ascontiguousarray(oracle_dequantize(packed, scales, np.float32(0.0123), 16,
-                                                                         name)).view(np.int16))
-        w_bits = torch.where(w_bits == -32768, torch.zeros_like(w_bits), w_bits)
-        bad = launches = 0
-        for off in range(4):
-            a = torch.zeros((256, k), dtype=dtype, device=dev)
-            a[torch.arange(256), 4 * torch.arange(256) + off] = 1.0
-            want = w_bits[:, off::4].t().contiguous()
-            for splits in (1, 8):
-                o = torch.full((256, n), 7, dtype=dtype, device=dev)
-                ra(a, pr, st, g, None, o, splits)
-                launches += 1
-                got = o.cpu().view(torch.int16)
-                got = torch.where(got == -32768, torch.zeros_like(got), got)
-                bad += int((got != want).sum())
-        readout.append({"dtype": name, "rows": 256, "launches": launches, "differing": bad})
-        if bad:
-            failures.append(f"readout {name}: {bad} weights differ")
+    # identity readout at 256 rows (ws_dev.identity_readout: row i picks K = 4 i + off)
+    def ra_launches(a, weight, g, splits):
+        o = torch.full((a.shape[0], 200), 7, dtype=a.dtype, device=dev)
+        ra(a, *weight, g, None, o, splits)
+        yield "ra", o
+
+    def ra_weight(packed, scales):
+        _, _, _, st, pr = weights(packed, scales)
+        return pr, st
+
+    readout, readout_failures = ws_dev.identity_readout(ra_weight, ra_launches, (256,))
+    failures += readout_failures
     report["readout"] = readout
     print(f"correctness: {len(rows)} rows, {len(failures)} failures; same bits as the SS build on "
           f"{sum(r['same_bits_as_ss_build'] for r in rows)} rows")
@@ -239,12 +222,7 @@ def main() -> int:
             dst = torch.empty_like(src)
             copy_us = ws_dev.timer(lambda: dst.copy_(src), flush)
             cublas_us = ws_dev.timer(lambda: torch.matmul(a, w_bf16.t()), flush)
-
-            def prefill() -> None:
-                cuda_backend.dequantize("prefill_vec8", p, s, g, 16, w_scratch)
-                torch.matmul(a, w_scratch.t(), out=o)
-
-            prefill_us = ws_dev.timer(prefill, flush)
+            prefill_us = ws_dev.timer(ws_dev.prefill_call(p, s, g, a, o, w_scratch), flush)
             ss_times = {f"{nt}x{sp}": ws_dev.timer(lambda: ss(a, pt, st, g, None, o, sp, nt), flush)
                         for nt, sp in ((136, 1), (128, 3)) if ss.has_tile(nt, m)}
             ra_times = {}

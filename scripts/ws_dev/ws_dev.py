@@ -193,12 +193,14 @@ def correctness(ws: Ws, report: dict, quick: bool, natural: bool = False) -> lis
     return failures + readout(ws, report)
 
 
-def readout(ws: Ws, report: dict) -> list[str]:
+def identity_readout(prepare, launches, row_counts: tuple[int, ...], device: str = DEV) -> tuple[list[dict], list[str]]:
     """Y = A @ W^T with A = rows of the identity (row i of R picks K = (1024 / R) i + off): every
     output is one decoded weight times 1.0 plus products with zero, so it must be the weight's T bits
     (a -0.0 weight may come out +0.0: -0.0 + +0.0 = +0.0). 1024 / R offsets read every weight of a
-    200 x 1024 weight whose scale bytes take every non-NaN value, at 1 and 8 splits, with R = 64
-    rows and R = 256 (the 256-row tiles of the WS_SS build)."""
+    200 x 1024 weight whose scale bytes take every non-NaN value, at 1 and 8 splits, for each R in
+    row_counts. The kernel comes in as two callables: prepare(packed, scales) puts the weight in its
+    layout on the device, launches(a, weight, g, splits) launches it once or more on A and yields
+    (tag, output) for each launch. Returns the per-dtype-and-R rows and the failures."""
     failures, rows = [], []
     n, k = 200, 1024
     rng = np.random.default_rng(77)
@@ -206,35 +208,59 @@ def readout(ws: Ws, report: dict) -> list[str]:
     scales = rng.integers(0, 255, (n, k // 16), dtype=np.uint8)
     scales[scales == 0x7F] = 0x7E  # no NaN scales: a NaN weight would spread to its whole row
     gval = 0.0123
-    g = torch.tensor([gval], dtype=torch.float32, device=DEV)
-    pt, st = layout.tile_weights(to_dev(packed), to_dev(scales))
+    g = torch.tensor([gval], dtype=torch.float32, device=device)
+    weight = prepare(packed, scales)
     for dtype in (torch.bfloat16, torch.float16):
         name = "bfloat16" if dtype == torch.bfloat16 else "float16"
         w = oracle_dequantize(packed, scales, np.float32(gval), 16, name)  # [N, K] values of T
         w_bits = torch.from_numpy(np.ascontiguousarray(w).view(np.int16))
         w_bits = torch.where(w_bits == -32768, torch.zeros_like(w_bits), w_bits)  # -0.0 -> +0.0
-        for rows_a in (64, 256):
+        for rows_a in row_counts:
             per = k // rows_a
-            bad = launches = 0
+            bad = launched = 0
             for off in range(per):
-                a = torch.zeros((rows_a, k), dtype=dtype, device=DEV)
+                a = torch.zeros((rows_a, k), dtype=dtype, device=device)
                 a[torch.arange(rows_a), per * torch.arange(rows_a) + off] = 1.0
                 want = w_bits[:, off::per].t().contiguous()  # [rows_a, N]
                 for splits in (1, 8):
-                    for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, rows_a)):
-                        out = torch.full((rows_a, n), 7, dtype=dtype, device=DEV)
-                        ws(a, pt, st, g, None, out, splits, nt)
-                        launches += 1
+                    for tag, out in launches(a, weight, g, splits):
+                        launched += 1
                         got = out.cpu().view(torch.int16)
                         got = torch.where(got == -32768, torch.zeros_like(got), got)
                         diff = int((got != want).sum())
                         bad += diff
                         if diff:
-                            failures.append(f"readout {name} rows={rows_a} off={off} splits={splits} nt={nt}: "
+                            failures.append(f"readout {name} rows={rows_a} off={off} splits={splits} {tag}: "
                                             f"{diff} weights differ")
-            rows.append({"dtype": name, "n": n, "k": k, "rows": rows_a, "launches": launches, "differing": bad})
+            rows.append({"dtype": name, "n": n, "k": k, "rows": rows_a, "launches": launched, "differing": bad})
+    return rows, failures
+
+
+def readout(ws: Ws, report: dict) -> list[str]:
+    """identity_readout of every tile width this build has, at 64 rows and 256 (the 256-row tiles
+    of the WS_SS build)."""
+
+    def launches(a, weight, g, splits):
+        rows_a = a.shape[0]
+        for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, rows_a)):
+            out = torch.full((rows_a, 200), 7, dtype=a.dtype, device=DEV)
+            ws(a, *weight, g, None, out, splits, nt)
+            yield f"nt={nt}", out
+
+    rows, failures = identity_readout(lambda p, s: layout.tile_weights(to_dev(p), to_dev(s)), launches, (64, 256))
     report["readout"] = rows
     return failures[:20]
+
+
+def prefill_call(p, s, g, a, out, w_scratch):
+    """The dispatcher's path above M = 128 as one timed call: vec8 dequantization into w_scratch,
+    then cuBLAS."""
+
+    def run() -> None:
+        cuda_backend.dequantize("prefill_vec8", p, s, g, 16, w_scratch)
+        torch.matmul(a, w_scratch.t(), out=out)
+
+    return run
 
 
 def timer(fn, flush: torch.Tensor) -> float:
@@ -254,6 +280,7 @@ def speed(ws: Ws, report: dict, quick: bool, ms: tuple[int, ...] = ()) -> list[s
         pt, st = layout.tile_weights(p, s)
         g = torch.tensor([0.0123], dtype=torch.float32, device=DEV)
         w_bf16 = torch.randn(n, k, dtype=torch.bfloat16, device=DEV)
+        w_scratch = None  # prefill's dequantized weight, made once a shape
         for m in ms:
             a = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
             out = torch.empty((m, n), dtype=torch.bfloat16, device=DEV)
@@ -268,15 +295,10 @@ def speed(ws: Ws, report: dict, quick: bool, ms: tuple[int, ...] = ()) -> list[s
             mma_tiled_us = timer(lambda: cuda_backend.fused_mma(a, p, s, g, None, out, splits=auto, tiled=tiled_arg),
                                  flush)
             prefill_us = None
-            if m >= 128:  # the path the dispatcher takes above M = 128: vec8 dequantization + cuBLAS
-                w_scratch = torch.empty((n, k), dtype=torch.bfloat16, device=DEV)
-
-                def prefill() -> None:
-                    cuda_backend.dequantize("prefill_vec8", p, s, g, 16, w_scratch)
-                    torch.matmul(a, w_scratch.t(), out=out)
-
-                prefill_us = timer(prefill, flush)
-                del w_scratch
+            if m >= 128:  # the path the dispatcher takes above M = 128
+                if w_scratch is None:
+                    w_scratch = torch.empty((n, k), dtype=torch.bfloat16, device=DEV)
+                prefill_us = timer(prefill_call(p, s, g, a, out, w_scratch), flush)
             ws_times = {}
             for nt in (nt for nt in TILE_WIDTHS if ws.has_tile(nt, m)):
                 tiles = -(-n // nt)
