@@ -34,6 +34,12 @@ LAUNCH_CALL_MODULE = "_nvfp4_launch_call"
 #: compiles the source with -Werror, suites/test_launch_call.py)
 LAUNCH_CALL_FLAGS: tuple[str, ...] = ("-O2", "-shared", "-fPIC", "-Wall")
 DEFAULT_ARCHS: tuple[str, ...] = ("sm_90",)
+#: Sources whose kernels need an architecture-specific target (wgmma, setmaxnreg: sm_90a code runs
+#: on compute capability 9.0 only): where the build targets sm_90 they are compiled apart, with
+#: sm_90a machine code in place of sm_90 (and no PTX, which would not serve another GPU), and linked
+#: into the same library. Built for other targets only, their kernels trap, and the dispatcher's
+#: guards never send a call to them there.
+ARCH_SPECIFIC_SOURCES: dict[str, str] = {"fused_wgmma.cu": "sm_90a"}
 #: Never --use_fast_math / -ftz=true: the exact decode depends on fp32 subnormals (docs/contract.md).
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC",
                                "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")
@@ -47,6 +53,8 @@ LIBRARY_EXPORTS: tuple[str, ...] = (
     "nvfp4_fused_block_warps",
     "nvfp4_fused_occupancy",
     "nvfp4_fused_launch_occupancy",
+    "nvfp4_launch_fused_wgmma",
+    "nvfp4_fused_wgmma_tile_rows",
     "nvfp4_launch_fp4_probe",
     "nvfp4_launch_packed",
     "nvfp4_launch_args_size",
@@ -130,6 +138,18 @@ def library_flags(archs: tuple[str, ...]) -> list[str]:
     return [*BASE_FLAGS, *gencode_flags(archs), "-shared", "-cudart", "static"]
 
 
+def arch_specific_flags(source: str, archs: tuple[str, ...]) -> list[str] | None:
+    """nvcc flags of one source of :data:`ARCH_SPECIFIC_SOURCES` compiled apart to an object, or
+    None where the build does not target its base architecture (it is then compiled with the
+    others): its specific target's machine code in place of the base's, the other targets as
+    usual, no PTX."""
+    specific = ARCH_SPECIFIC_SOURCES.get(source)
+    if specific is None or specific.rstrip("a") not in archs:
+        return None
+    targets = [specific if arch == specific.rstrip("a") else arch for arch in archs]
+    return [*BASE_FLAGS, *(f"-gencode=arch=compute_{a[3:]},code={a}" for a in targets), "-c"]
+
+
 def cache_key(sources: list[Path], flags: list[str], version: str) -> str:
     """SHA-256 over the source names and bytes, the flags and the nvcc version text."""
     digest = hashlib.sha256()
@@ -163,18 +183,26 @@ def build_library(archs: tuple[str, ...] | list[str] | None = None, *,
     targets = resolve_archs(archs)
     sources = source_files(source_dir)
     flags = library_flags(targets)
-    key = cache_key(sources, flags, nvcc_version(nvcc))
+    apart = {s.name: f for s in sources if (f := arch_specific_flags(s.name, targets)) is not None}
+    key = cache_key(sources, [*flags, *(x for name in sorted(apart) for x in (name, *apart[name]))],
+                    nvcc_version(nvcc))
     out_dir = Path(cache_dir) if cache_dir is not None else build_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"libnvfp4_{key[:24]}.so"
     if target.is_file():
         return target
-    cu_files = [str(s) for s in sources if s.suffix == ".cu"]
+    cu_files = [str(s) for s in sources if s.suffix == ".cu" and s.name not in apart]
     include = str(sources[0].parent)
     fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=out_dir)
     os.close(fd)
+    objects = []
     try:
-        _run_nvcc([nvcc, *flags, f"-I{include}", "-o", tmp_name, *cu_files], "the shared library")
+        with tempfile.TemporaryDirectory(dir=out_dir) as obj_dir:
+            for name, source_flags in sorted(apart.items()):
+                obj = str(Path(obj_dir) / f"{Path(name).stem}.o")
+                _run_nvcc([nvcc, *source_flags, f"-I{include}", "-o", obj, str(Path(include) / name)], name)
+                objects.append(obj)
+            _run_nvcc([nvcc, *flags, f"-I{include}", "-o", tmp_name, *cu_files, *objects], "the shared library")
         os.replace(tmp_name, target)
     finally:
         if os.path.exists(tmp_name):
@@ -185,7 +213,9 @@ def build_library(archs: tuple[str, ...] | list[str] | None = None, *,
 def compile_objects(kind: str = "cubin", arch: str = "sm_90", *, source_dir: Path | None = None,
                     out_dir: Path | None = None) -> dict[str, Path]:
     """Compile each .cu separately to a cubin (or a relocatable object, kind="obj") for one
-    target, for SASS inspection with ``cuobjdump --dump-sass``. Returns {source stem: path}."""
+    target, for SASS inspection with ``cuobjdump --dump-sass``; a source of
+    :data:`ARCH_SPECIFIC_SOURCES` gets its specific target where ``arch`` is its base (the code
+    the library runs). Returns {source stem: path}."""
     if kind not in ("cubin", "obj"):
         raise ValueError(f"kind must be 'cubin' or 'obj', got {kind!r}")
     nvcc = find_nvcc()
@@ -205,8 +235,10 @@ def compile_objects(kind: str = "cubin", arch: str = "sm_90", *, source_dir: Pat
             fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=root)
             os.close(fd)
             mode = ["-cubin"] if kind == "cubin" else ["-c"]
+            specific = ARCH_SPECIFIC_SOURCES.get(src.name)
+            src_flags = [*BASE_FLAGS, f"-arch={specific}"] if specific and specific.rstrip("a") == target else flags
             try:
-                _run_nvcc([nvcc, *flags, *mode, f"-I{include}", "-o", tmp_name, str(src)], src.name)
+                _run_nvcc([nvcc, *src_flags, *mode, f"-I{include}", "-o", tmp_name, str(src)], src.name)
                 os.replace(tmp_name, dest)
             finally:
                 if os.path.exists(tmp_name):

@@ -29,6 +29,7 @@ KERNEL_NAMES: dict[str, str] = {
     "prefill_scalar": "nvfp4_dequant_scalar_kernel",
     "gemv": "nvfp4_gemv_kernel",
     "fused_mma": "nvfp4_fused_mma_kernel",
+    "fused_wgmma": "nvfp4_fused_wgmma_kernel",
 }
 #: the extra kernel a split-K GEMV or fused launch runs after its main kernel (mma_decode.cuh)
 SPLITK_FINALIZE_KERNEL = "nvfp4_splitk_finalize_kernel"
@@ -54,6 +55,8 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
     "nvfp4_fused_launch_occupancy": (ctypes.c_int, [_I32, _I32, _I32]),
     "nvfp4_fused_block_warps": (ctypes.c_int, [_I32, _I64, _I32, _I32]),
+    "nvfp4_launch_fused_wgmma": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _I32, _P]),
+    "nvfp4_fused_wgmma_tile_rows": (ctypes.c_int, []),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),
     "nvfp4_launch_args_size": (ctypes.c_int, []),
@@ -473,6 +476,53 @@ def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None,
     err = lib.nvfp4_launch_fused_tiled(*args, scale_bytes) if tiled else lib.nvfp4_launch_fused(*args)
     if err:
         _check(err, KERNEL_NAMES["fused_mma"])
+
+
+def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
+                plan: tuple[int, int] | None = None) -> None:
+    """out[M, N] = a[M, K] @ W^T (+ bias) with the fused_wgmma kernel (Hopper, sm_90): 1 <= M <= 256,
+    block_size 16, K % 128 == 0, the contract's row-major weight. fp32 accumulation; the bias is
+    added in fp32 before the single rounding. ``plan`` (whole_tiles, splits) defaults to
+    :func:`nvfp4_kernels.tiling.wgmma_plan` for the shape and the GPU's multiprocessors; it sets
+    the summation order, so the bits of a shape are pinned per GPU and plan."""
+    import torch
+    from nvfp4_kernels.model import WGMMA_MAX_M
+    from nvfp4_kernels.reference import FUSED_STEP_K
+    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
+
+    m, n, k, bf16 = _check_matmul_operands("fused_wgmma kernel", a, packed, scales, g, bias, out, WGMMA_MAX_M,
+                                           FUSED_STEP_K)
+    if k == 0:
+        raise ValueError("the fused_wgmma kernel needs K >= 128; K = 0 has no dot products (nvfp4_matmul returns "
+                         "the bias for it, recorded as the shortcut bias_only)")
+    if n == 0:
+        return
+    index = out.device.index if out.device.index is not None else torch.cuda.current_device()
+    if plan is None:
+        plan = wgmma_plan(n, k, _multiprocessors(index))
+    whole, splits = plan
+    tiles, steps = -(-n // WGMMA_TILE_ROWS), k // FUSED_STEP_K
+    if not (0 <= whole <= tiles and 1 <= splits <= steps and -(-steps // -(-steps // splits)) == splits):
+        raise ValueError(f"plan must be (whole_tiles in [0, {tiles}], splits in [1, {steps}] with equal non-empty "
+                         f"ranges of ceil({steps} / splits) steps), got {plan!r}")
+    workspace = None
+    if whole < tiles and splits > 1:
+        floats = splits * m * (n - whole * WGMMA_TILE_ROWS)
+        workspace = splitk_buffers(index, _stream(out), floats, 0)[0]
+    lib = _lib if _lib is not None else load_library()
+    err = lib.nvfp4_launch_fused_wgmma(_aligned(a, 16).data_ptr(), _aligned(packed, 16).data_ptr(),
+                                       _aligned(scales, 8).data_ptr(), g.data_ptr(),
+                                       None if bias is None else bias.data_ptr(), out.data_ptr(), workspace, m, n, k,
+                                       bf16, whole, splits, _stream(out))
+    if err:
+        _check(err, KERNEL_NAMES["fused_wgmma"])
+
+
+@functools.lru_cache(maxsize=64)
+def _multiprocessors(device_index: int) -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
 
 
 def packed_launcher() -> Any:

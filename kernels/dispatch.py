@@ -39,6 +39,7 @@ CPU = DeviceCaps.cpu()
 _CPU_KERNELS = {
     ("matmul", "gemv"): ("reference.gemv",),
     ("matmul", "fused_mma"): ("reference.fused_mma",),
+    ("matmul", "fused_wgmma"): ("reference.fused_wgmma",),
     ("matmul", "prefill_vec8"): ("reference.dequantize_vec8", "reference.accumulate_fp32"),
     ("matmul", "prefill_scalar"): ("reference.dequantize_scalar", "reference.accumulate_fp32"),
     ("dequantize", "prefill_vec8"): ("reference.dequantize_vec8",),
@@ -47,6 +48,7 @@ _CPU_KERNELS = {
 _CUDA_KERNELS = {
     ("matmul", "gemv"): ("nvfp4_gemv_kernel",),
     ("matmul", "fused_mma"): ("nvfp4_fused_mma_kernel",),
+    ("matmul", "fused_wgmma"): ("nvfp4_fused_wgmma_kernel",),
     ("matmul", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel", "cuBLAS GEMM"),
     ("matmul", "prefill_scalar"): ("nvfp4_dequant_scalar_kernel", "cuBLAS GEMM"),
     ("dequantize", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel",),
@@ -466,6 +468,10 @@ def _cpu_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: An
     elif path == "fused_mma":
         splits = tiling.fused_split_count(n, k, a_np.shape[0])  # the split structure an H200 runs
         y = reference.fused_mma(a_np, b_np, s_np, g, block_size, bias_np, splits=splits)
+    elif path == "fused_wgmma":
+        whole, splits = tiling.wgmma_plan(n, k)  # the plan an H200 runs
+        y = reference.fused_wgmma(a_np, b_np, s_np, g, block_size, bias_np,
+                                  whole_rows=min(n, whole * tiling.WGMMA_TILE_ROWS), splits=splits)
     elif path in ("prefill_vec8", "prefill_scalar"):
         y = reference.prefill(a_np, b_np, s_np, g, block_size, bias_np,
                               dequant_path="vec8" if path == "prefill_vec8" else "scalar")
@@ -561,6 +567,9 @@ def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: A
         # a weight registered for the tile-contiguous layout (nvfp4_kernels.layout.register): its copy
         tiled = layout.registered(b, weight_scale) if b_dev is b and s_dev is weight_scale else None
         cuda_backend.fused_mma(a_dev, b_dev, s_dev, g_dev, bias_dev, y, tiled=tiled)
+    elif path == "fused_wgmma":
+        y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
+        cuda_backend.fused_wgmma(a_dev, b_dev, s_dev, g_dev, bias_dev, y)
     elif path in ("prefill_vec8", "prefill_scalar"):
         scratch = torch.empty((n, k), dtype=a_dev.dtype, device=device)
         cuda_backend.dequantize(path, b_dev, s_dev, g_dev, block_size, scratch)

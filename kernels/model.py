@@ -1,6 +1,6 @@
 """The NVFP4 operator's dispatch model, declared through the public dispatch-model API.
 
-This module is the operator's whole dispatch policy as data: five paths in preference order,
+This module is the operator's whole dispatch policy as data: six paths in preference order,
 each with the guards that must all hold (every guard on its own line, which is the line a
 coverage report points at), the operations that may take it, and the kernels it launches.
 :mod:`nvfp4_kernels.dispatch` chooses paths with ``MODEL.select`` and announces each call;
@@ -21,6 +21,9 @@ FUSED_MAX_M = 256
 GEMV_MAX_M = 8
 #: the fused kernel's K step: 128 values per step, so K % 128 == 0
 FUSED_K_MULTIPLE = 128
+#: the largest M the fused_wgmma kernel takes (kernels/cuda/fused_wgmma.cu: one block holds the
+#: activations of 256 rows, its warpgroup MMA's N)
+WGMMA_MAX_M = 256
 #: the most weights (N * K) of a layer the decode GEMV takes under the default policy. On the
 #: H200, calls back to back and every call streaming its weights, the GEMV took at most 1.12x
 #: fused_mma's time at M = 1 and 8 on every layer of at most 2^24 weights timed (1024 x 1024 to
@@ -48,6 +51,11 @@ class Policy:
     fused path takes decode (BENCHMARKS.md, section "paths"; a
     CPU test checks the committed runs); the fused path beat prefill up to M = 128 (with the
     split model of nvfp4_kernels.tiling) and lost from M = 160 on.
+    ``wgmma_max_m``: the largest M the fused_wgmma path takes (at most 256; 0 turns it off); it
+    comes after fused_mma in preference order, so it takes the M <= wgmma_max_m that fused_mma
+    does not. On the H200 it beat prefill at every M from 128 to 256 on both large shapes and
+    fused_mma from M = 192 on, while fused_mma kept M <= 128 (benchmarks/NOTES.md, fourteenth
+    session).
     ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
     ``force_path``: take this path regardless of preference order, for A/B runs; its guards
     must still hold, otherwise the call raises instead of running a kernel out of its domain.
@@ -56,6 +64,7 @@ class Policy:
     gemv_max_m: int = 8
     gemv_max_weights: int | None = GEMV_DEFAULT_MAX_WEIGHTS
     fused_max_m: int = 128
+    wgmma_max_m: int = WGMMA_MAX_M
     native_fp4_enabled: bool = True
     force_path: str | None = None
 
@@ -75,6 +84,11 @@ class Policy:
         if not 0 <= self.fused_max_m <= FUSED_MAX_M:
             raise InvalidArgument(f"Policy(fused_max_m=...) must be in [0, {FUSED_MAX_M}] (the fused kernel's "
                                   f"largest M tile range), got {self.fused_max_m}")
+        if isinstance(self.wgmma_max_m, bool) or not isinstance(self.wgmma_max_m, int):
+            raise InvalidArgument(f"Policy(wgmma_max_m=...) must be an int, got {self.wgmma_max_m!r}")
+        if not 0 <= self.wgmma_max_m <= WGMMA_MAX_M:
+            raise InvalidArgument(f"Policy(wgmma_max_m=...) must be in [0, {WGMMA_MAX_M}] (the fused_wgmma kernel "
+                                  f"holds at most {WGMMA_MAX_M} activation rows a block), got {self.wgmma_max_m}")
         if not isinstance(self.native_fp4_enabled, bool):
             raise InvalidArgument(f"Policy(native_fp4_enabled=...) must be True or False, got "
                                   f"{self.native_fp4_enabled!r}")
@@ -113,6 +127,20 @@ def _native_arch_missing(device: DeviceCaps) -> str | None:
     return None
 
 
+def _wgmma_arch_missing(device: DeviceCaps) -> str | None:
+    if device.sm is not None and device.sm != 90:
+        return f"fused_wgmma's kernel is built for sm_90a (Hopper warpgroup MMAs); {device.label} is not sm_90"
+    return None
+
+
+def _wgmma_arch_always_holds(device: DeviceCaps) -> str | None:
+    if device.sm is None:
+        return "the CPU backend runs fused_wgmma's algorithm on every machine"
+    if device.sm == 90:
+        return f"{device.label} is a Hopper GPU (sm_90), which fused_wgmma's kernel is built for"
+    return None
+
+
 def _alignment_detail(p: Problem, d: DeviceCaps, pol: Policy) -> str:
     return p.alignment_detail if p.aligned else f"misaligned: {p.alignment_detail}"
 
@@ -148,6 +176,21 @@ MODEL = DispatchModel("nvfp4", [
         Guard("m_in_range", "1 <= M <= policy.fused_max_m",
               lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.fused_max_m,
               detail=lambda p, d, pol: f"M={p.m}, fused_max_m={pol.fused_max_m}"),
+        Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
+              detail=lambda p, d, pol: f"block_size={p.block_size}"),
+        Guard("k_mod_128", "K % 128 == 0", lambda p, d, pol: p.k % FUSED_K_MULTIPLE == 0,
+              detail=lambda p, d, pol: f"K={p.k}, K % 128 = {p.k % FUSED_K_MULTIPLE}"),
+    ]),
+    PathSpec("fused_wgmma", "Hopper warpgroup tensor-core matmul for medium M: each packed weight read and decoded "
+             "once, straight into the MMA's register operand", ops=("matmul",),
+             kernels=(r"nvfp4_fused_wgmma_kernel",), guards=[
+        Guard("m_in_range", "1 <= M <= policy.wgmma_max_m",
+              lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.wgmma_max_m,
+              detail=lambda p, d, pol: f"M={p.m}, wgmma_max_m={pol.wgmma_max_m}"),
+        Guard("arch_sm90", "a Hopper GPU (compute capability 9.0) or the CPU backend",
+              lambda p, d, pol: p.backend == "cpu" or d.sm == 90,
+              detail=lambda p, d, pol: f"backend {p.backend}, device {d.label}",
+              true_unreachable=_wgmma_arch_missing, false_unreachable=_wgmma_arch_always_holds),
         Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
               detail=lambda p, d, pol: f"block_size={p.block_size}"),
         Guard("k_mod_128", "K % 128 == 0", lambda p, d, pol: p.k % FUSED_K_MULTIPLE == 0,

@@ -11,6 +11,7 @@ up here, not only on a GPU):
   once per chunk and a remaining-pairs counter that advances the scale mid-chunk.
 * :func:`gemv` - decode fused with an fp32 dot product; bias added before the single rounding.
 * :func:`fused_mma` - the same decode, fp32 sums per K split, partials summed in split order.
+* :func:`fused_wgmma` - fused_mma's sums with the wgmma kernel's plan: whole tiles unsplit, the rest split.
 * :func:`prefill` - dequantize to a scratch buffer, fp32-accumulated matmul, round, add bias.
 
 Every element follows the contract of docs/contract.md:
@@ -290,6 +291,31 @@ def fused_mma(
     if bias is not None:
         acc = acc + np.asarray(bias).astype(np.float32)
     return round_fp32_to(acc, dtype)
+
+
+def fused_wgmma(
+    a: np.ndarray, packed: np.ndarray, weight_scale: np.ndarray, weight_scale_2: float,
+    block_size: int, bias: np.ndarray | None = None, whole_rows: int = 0, splits: int = 1,
+) -> np.ndarray:
+    """The fused_wgmma path (kernels/cuda/fused_wgmma.cu): weights decoded to T, fp32 sums. The
+    first ``whole_rows`` weight rows (whole tiles of the kernel's plan,
+    :func:`nvfp4_kernels.tiling.wgmma_plan`) sum all of K in one range; the rows after sum
+    ``splits`` equal ranges of 128-value steps whose partials are added in split order from +0;
+    then the bias in fp32 and the single rounding. Each half is :func:`fused_mma`'s algorithm at
+    its split count, so the rows are computed by it."""
+    a = np.asarray(a)
+    packed = np.ascontiguousarray(packed)
+    n = packed.shape[0]
+    if isinstance(whole_rows, bool) or not isinstance(whole_rows, (int, np.integer)) or not 0 <= whole_rows <= n:
+        raise ValueError(f"whole_rows must be an int in [0, N = {n}], got {whole_rows!r}")
+    parts = []
+    for r0, r1, count in ((0, whole_rows, 1), (whole_rows, n, splits)):
+        if r1 > r0:
+            parts.append(fused_mma(a, packed[r0:r1], np.asarray(weight_scale)[r0:r1], weight_scale_2, block_size,
+                                   None if bias is None else np.asarray(bias)[r0:r1], splits=count))
+    if not parts:
+        raise ValueError("the weight has no rows (N = 0): nvfp4_matmul returns an empty output without a kernel")
+    return np.concatenate(parts, axis=1)
 
 
 @_ieee

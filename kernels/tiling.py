@@ -171,3 +171,38 @@ def _single_wave_split_count(tiles: int, steps: int, sms: int, counts: list[int]
         if current < best_estimate * 0.999:  # a larger count must be strictly faster
             best, best_estimate = s, current
     return best
+
+
+# --- the fused_wgmma kernel (kernels/cuda/fused_wgmma.cu) ----------------------------------------
+
+#: weight rows a block of the fused_wgmma kernel owns (two warpgroups of 64; the library's
+#: ``nvfp4_fused_wgmma_tile_rows``, which a CPU test compares)
+WGMMA_TILE_ROWS = 128
+
+
+def wgmma_plan(n: int, k: int, sms: int = H200_SMS) -> tuple[int, int]:
+    """The fused_wgmma kernel's K split plan for an [n, k] weight on a GPU of ``sms``
+    multiprocessors: (whole_tiles, splits). The kernel runs one block per multiprocessor (its
+    accumulators take most of the register file), so a row tile of 128 that waits for a second wave
+    costs a whole tile's K walk. The plan gives whole waves of tiles one block each (every K step,
+    no partial sums) and splits the tiles left over (all of them when there are fewer tiles than
+    multiprocessors) into ``splits`` equal K ranges, as many as fill the multiprocessors, none
+    empty; the finalize kernel sums those in split order. On the H200 (benchmarks/NOTES.md,
+    fourteenth session) this was the fastest plan timed on both large shapes at M = 128..256:
+    17408 x 5120 (136 tiles) runs 132 whole tiles and splits 4 in 20 (99.7 us at M = 256, against
+    165.3 with one split and 155.3 with two), 5120 x 17408 (40 tiles) splits all in 3 (107.5 us,
+    against 142.3 and 149.5 with 2 and 4). The bits depend on the plan, hence one function for
+    the CUDA backend and the CPU backend's faithful algorithm."""
+    if n < 1 or k < FUSED_STEP_K or k % FUSED_STEP_K:
+        raise ValueError(f"the fused_wgmma kernel needs N >= 1 and K a positive multiple of {FUSED_STEP_K}, "
+                         f"got N={n}, K={k}")
+    if sms < 1:
+        raise ValueError(f"sms must be >= 1, got {sms}")
+    tiles, steps = -(-n // WGMMA_TILE_ROWS), k // FUSED_STEP_K
+    whole = (tiles // sms) * sms
+    left = tiles - whole
+    if left == 0:
+        return whole, 1
+    wanted = max(1, min(sms // left, steps))
+    per = -(-steps // wanted)
+    return whole, -(-steps // per)

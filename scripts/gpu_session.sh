@@ -4,13 +4,16 @@
 #
 #   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh verify|mutants|bench|host|all
 #
-# verify: the multi-GPU run (when the host has 2+ GPUs), the GPU suites with their gate and
-#         coverage JSON, new GPU-keyed goldens, gpu-check and an ncu profile of each kernel;
+# verify: the multi-GPU run (when the host has 2+ GPUs), new GPU-keyed goldens, then the GPU suites
+#         against them with their gate and coverage JSON, gpu-check and an ncu profile of each kernel
+#         (NVFP4_SKIP_NCU=1 leaves the profile out);
+# paths:  the benchmark's "paths" section only (every path at every M, the policy's crossovers and
+#         issue #10's targets);
 # mutants: the CUDA mutants (mutate --gpu) against the GPU suites (after verify has recorded goldens);
 # bench:  every benchmark section beside the copy ceiling;
 # host:   only the host-time section and a per-call host profile (quick #14 iterations).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|mutants|bench|host|all}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|host|all}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -28,18 +31,18 @@ if [[ $phase == verify || $phase == all ]]; then
     step "multi-gpu: the GPU dispatch suites on 1 and on $gpus GPUs"
     python3 -m nvfp4_harness multi-gpu --git-commit "$commit" 2>&1 | tail -4 || status=1
   fi
-  step "GPU suites (gate, coverage JSON for combine)"
+  step "GPU-keyed goldens first (this run fails by design when it writes new goldens)"
+  python3 -m pytest -n 8 -q -p no:cacheprovider -m "dispatch or gpu" --golden-update > "$OUT/pytest-golden-update.log" 2>&1
+  grep -E "recorded|wrote| passed| failed|^FAILED" "$OUT/pytest-golden-update.log" | head -20
+  step "GPU suites against those goldens (gate, coverage JSON for combine)"
   python3 -m pytest -n 8 -q -p no:cacheprovider -m "dispatch or gpu" --dispatch-report=term-missing \
     --dispatch-report=json:fixtures/gpu/coverage-gpu.json --dispatch-require=all-reachable \
     > "$OUT/pytest-gpu.log" 2>&1 || status=1
   grep -E " passed| failed|^FAILED|^ERROR|FAIL:|TOTAL" "$OUT/pytest-gpu.log" | head -30
-  step "GPU-keyed goldens (this run fails by design when it writes new goldens)"
-  python3 -m pytest -n 8 -q -p no:cacheprovider -m "dispatch or gpu" --golden-update 2>&1 \
-    | grep -E "recorded|passed|failed" | head -8
   step gpu-check
   python3 -m nvfp4_harness gpu-check 2>&1 | tee "$OUT/gpu-check.log" | tail -30 || status=1
   step "ncu (clock control off): the limiter of each kernel on the largest seed-of-6 shape"
-  ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  [[ -n "${NVFP4_SKIP_NCU:-}" ]] || ncu --clock-control none -k regex:nvfp4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section LaunchStats \
     python3 -m nvfp4_harness.nvfp4.profile_once > fixtures/gpu/ncu-kernels.txt 2>&1; tail -3 fixtures/gpu/ncu-kernels.txt
   tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens benchmarks/multi_gpu 2>/dev/null
@@ -56,6 +59,13 @@ if [[ $phase == bench || $phase == all ]]; then
   step bench
   python3 -m nvfp4_harness bench --out benchmarks/results --git-commit "$commit" 2>&1 \
     | tee "$OUT/bench.log" | tail -80 || status=1
+  tar czf "$OUT/bench.tgz" benchmarks/results
+fi
+
+if [[ $phase == paths ]]; then
+  step "bench --only paths"
+  python3 -m nvfp4_harness bench --only paths --out benchmarks/results --git-commit "$commit" 2>&1 \
+    | tee "$OUT/bench.log" | tail -60 || status=1
   tar czf "$OUT/bench.tgz" benchmarks/results
 fi
 

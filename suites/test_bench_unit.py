@@ -315,6 +315,19 @@ class ReferenceBackend:
         self._into(out, result)
 
 
+    def fused_wgmma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
+                    bias: torch.Tensor | None, out: torch.Tensor) -> None:
+        from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
+
+        n, k = packed.shape[0], 2 * packed.shape[1]
+        whole, splits = wgmma_plan(n, k)
+        result = reference.fused_wgmma(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None,
+                                       whole_rows=min(n, whole * WGMMA_TILE_ROWS), splits=splits)
+        if self.corrupt == "fused_wgmma":
+            result = result[::-1]  # activation rows permuted
+        self._into(out, result)
+
+
 def _dry_run(tmp_path: Path, backend: ReferenceBackend, sections: tuple[str, ...] = bench.SECTIONS
              ) -> tuple[dict[str, Any], Path]:
     layers = tmp_path / "layers.json"

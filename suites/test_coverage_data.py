@@ -42,7 +42,7 @@ G, D, L = GEMV_ON, None, LARGE  # a case's policy
 #: M = 129, past the default fused_max_m = 128)
 FULL_CPU = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
             (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (16, 128, 16, True, D),
-            (129, 128, 16, True, D), (1, 128, 16, True, L)]
+            (129, 128, 16, True, D), (257, 128, 16, True, D), (1, 128, 16, True, L)]
 #: the ONNX Runtime lesson: decode-sized cases only, on small layers (the GEMV takes them all)
 DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
 #: DECODE_ONLY, two more M = 1 calls (K = 40 -> prefill_vec8, K = 36 -> prefill_scalar) and one
@@ -106,10 +106,10 @@ def test_cpu_run_judges_native_fp4_unreachable_and_uses_the_documented_denominat
 
 def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
     """M <= gemv_max_m (8) on small layers everywhere: the GEMV takes every call, so the fused
-    path (which only follows the GEMV for M > gemv_max_m) and both prefill paths are never taken."""
+    paths (which only follow the GEMV for M > gemv_max_m) and both prefill paths are never taken."""
     pairs = cpu_events(DECODE_ONLY)
     analysis = CoverageData.from_events(pairs).analyze()
-    assert [p.name for p in analysis.missed_paths] == ["fused_mma", "prefill_vec8", "prefill_scalar"]
+    assert [p.name for p in analysis.missed_paths] == ["fused_mma", "fused_wgmma", "prefill_vec8", "prefill_scalar"]
     seen = seen_sides(pairs)
     paths, sides = reachable_items([CPU])
     hit_paths = {e.path for e, _ in pairs} & paths
@@ -118,6 +118,7 @@ def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
     assert analysis.percent == pytest.approx(100 * analysis.covered / (len(paths) + len(sides)))
     failures = analysis.failures(ALL)
     assert any("nvfp4:fused_mma" in f and "never taken" in f for f in failures)
+    assert any("nvfp4:fused_wgmma" in f and "never taken" in f for f in failures)
     assert any("nvfp4:prefill_vec8" in f and "never taken" in f for f in failures)
     assert any("nvfp4:prefill_scalar" in f and "never taken" in f for f in failures)
     for path, guard, passed in sides - seen:
@@ -132,15 +133,16 @@ def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
 def test_a_large_layer_decode_run_misses_the_gemv_and_both_prefill_paths():
     """Counted by hand: decode on K % 128 == 0 layers too large for the GEMV takes fused_mma
     every time (1 path). Sides seen: gemv.small_layer False only (its M, block and K % 32 guards
-    True), all three fused_mma guards True, all three vec8 guards True: 10 of the 20 reachable
-    sides. 11/24 = 45.83%."""
+    True), all three fused_mma guards True, all four fused_wgmma guards True, all three vec8
+    guards True: 14 of the 27 reachable sides (fused_wgmma.arch_sm90 False cannot occur on the
+    CPU). 15/32 = 46.875%, 46.88 at two places."""
     pairs = cpu_events(DECODE_LARGE_LAYERS)
     assert {e.path for e, _ in pairs} == {"fused_mma"}
     analysis = CoverageData.from_events(pairs).analyze()
-    assert [p.name for p in analysis.missed_paths] == ["gemv", "prefill_vec8", "prefill_scalar"]
+    assert [p.name for p in analysis.missed_paths] == ["gemv", "fused_wgmma", "prefill_vec8", "prefill_scalar"]
     assert ("gemv", "small_layer", True) in {(s.path, s.guard, s.passed) for s in analysis.missed_sides}
     summary = CoverageData.from_events(pairs).to_dict()["summary"]
-    assert (summary["covered"], summary["total"], summary["percent"]) == (11, 24, 45.83)
+    assert (summary["covered"], summary["total"], summary["percent"]) == (15, 32, 46.88)
 
 
 def test_fail_under_is_strictly_below_the_percentage():
@@ -336,20 +338,25 @@ def test_per_device_coverage_counts_each_devices_own_guard_sides_and_sums_over_o
 
 
 def test_the_summary_rounds_percentages_to_two_places():
-    """Counted by hand from the declarations: on the CPU 4 paths (native_fp4 unreachable) and
-    2 x 10 guard sides are reachable, 24 in all. DECODE_ONLY (M <= 8, block 16, K in {32, 64},
-    aligned, small layers) takes gemv (1 path) and sees 10 sides: all four gemv guards True;
-    fused_mma's M and block guards True, its K % 128 guard False; all three vec8 guards True.
-    11/24 = 45.8333..%.
-    DECODE_AND_K_EDGES adds gemv.k_mod_32 False (K = 40, 36), vec8.k_mod_8 False (K = 36),
-    gemv.m_in_range False (M = 9) and the paths prefill_vec8 and prefill_scalar: 16/24 =
-    66.6666..%. One rounds down, one up."""
+    """Counted by hand from the declarations: on the CPU 5 paths (native_fp4 unreachable) and
+    27 guard sides (2 x 14, less fused_wgmma.arch_sm90 False) are reachable, 32 in all.
+    DECODE_ONLY (M <= 8, block 16, K in {32, 64}, aligned, small layers) takes gemv (1 path) and
+    sees 14 sides: all four gemv guards True; fused_mma's M and block guards True, its K % 128
+    guard False; fused_wgmma's M, arch and block guards True, its K % 128 guard False; all three
+    vec8 guards True. 15/32 = 46.875%.
+    DECODE_ONLY plus M = 9 (prefill_vec8) adds gemv.m_in_range False and the path prefill_vec8:
+    17/32 = 53.125%. Both are ties at the third place, which the summary rounds to the even
+    digit: one up (46.88), one down (53.12).
+    DECODE_AND_K_EDGES adds to that gemv.k_mod_32 False (K = 40, 36), vec8.k_mod_8 False
+    (K = 36) and the path prefill_scalar: 20/32 = 62.5%."""
     summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
-    assert summary["covered"] == 11 and summary["total"] == 24 and summary["percent"] == 45.83
-    assert summary["operators"]["nvfp4"]["percent"] == 45.83
+    assert summary["covered"] == 15 and summary["total"] == 32 and summary["percent"] == 46.88
+    assert summary["operators"]["nvfp4"]["percent"] == 46.88
+    summary = CoverageData.from_events(cpu_events(DECODE_ONLY + [(9, 32, 16, True, G)])).to_dict()["summary"]
+    assert summary["covered"] == 17 and summary["total"] == 32 and summary["percent"] == 53.12
     summary = CoverageData.from_events(cpu_events(DECODE_AND_K_EDGES)).to_dict()["summary"]
-    assert summary["covered"] == 16 and summary["total"] == 24 and summary["percent"] == 66.67
-    assert summary["operators"]["nvfp4"]["percent"] == 66.67
+    assert summary["covered"] == 20 and summary["total"] == 32 and summary["percent"] == 62.5
+    assert summary["operators"]["nvfp4"]["percent"] == 62.5
 
 
 def test_path_names_that_sort_before_all_reachable_are_still_paths():
@@ -388,12 +395,13 @@ def test_analysis_edges_the_mutation_run_found_untested():
     assert analysis.failures(Requirement.parse(["prefill_vec8"])) == [
         "required path nvfp4:prefill_vec8 was never taken; it is taken when k_mod_8 (K % 8 == 0) and "
         "block_size_even (block_size % 2 == 0) and aligned (packed rows 4-byte, output 16-byte aligned) and no "
-        f"earlier path in gemv > native_fp4 > fused_mma > prefill_vec8 > prefill_scalar applies [{vec8.source}]"]
+        f"earlier path in gemv > native_fp4 > fused_mma > fused_wgmma > prefill_vec8 > prefill_scalar applies "
+        f"[{vec8.source}]"]
     # required sides carry no reason; per device, every reachable side counts in the denominator
     assert all(s.reason is None for s in op.sides if s.required)
     [cpu] = op.per_device
-    # gemv, fused_mma, prefill_vec8, prefill_scalar: every path but native_fp4
-    assert cpu.sides_reachable == len(reachable_items([CPU])[1]) and cpu.paths_reachable == 4
+    # gemv, fused_mma, fused_wgmma, prefill_vec8, prefill_scalar: every path but native_fp4
+    assert cpu.sides_reachable == len(reachable_items([CPU])[1]) and cpu.paths_reachable == 5
 
 
 def test_more_edges_the_mutation_run_found_untested():
@@ -402,9 +410,9 @@ def test_more_edges_the_mutation_run_found_untested():
     # an empty analysis is 100%, not 99 or 101; per-device percentages are rounded like the others
     assert CoverageData().analyze().percent == 100.0
     summary = CoverageData.from_events(cpu_events(DECODE_ONLY)).to_dict()["summary"]
-    assert summary["per_device"]["cpu"]["percent"] == 45.83
+    assert summary["per_device"]["cpu"]["percent"] == 46.88  # 15/32 (see above)
     summary = CoverageData.from_events(cpu_events(DECODE_AND_K_EDGES)).to_dict()["summary"]
-    assert summary["per_device"]["cpu"]["percent"] == 66.67  # 16/24, rounded up (see above)
+    assert summary["per_device"]["cpu"]["percent"] == 62.5  # 20/32 (see above)
     # a path named before 'all-reachable' is required on its own, not as 'every reachable path'
     model = DispatchModel("alpha", [PathSpec("abc", guards=[Guard("big", "p > 5", lambda p, d, pol: p > 5)]),
                                     PathSpec("mid", guards=[Guard("medium", "p > 3", lambda p, d, pol: p > 3)]),

@@ -25,10 +25,11 @@ from nvfp4_kernels.model import Policy, Problem, select_path
 
 pytestmark = pytest.mark.dispatch
 
-ORDER = ("gemv", "native_fp4", "fused_mma", "prefill_vec8", "prefill_scalar")
+ORDER = ("gemv", "native_fp4", "fused_mma", "fused_wgmma", "prefill_vec8", "prefill_scalar")
 NP_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 POLICIES = (Policy(), Policy(gemv_max_m=0), Policy(gemv_max_m=1), Policy(native_fp4_enabled=False),
-            Policy(fused_max_m=0), Policy(gemv_max_m=0, fused_max_m=3))
+            Policy(fused_max_m=0), Policy(gemv_max_m=0, fused_max_m=3), Policy(fused_max_m=0, wgmma_max_m=5),
+            Policy(wgmma_max_m=0))
 
 
 def expected_path(guards: dict[str, bool]) -> str:
@@ -128,7 +129,7 @@ def test_the_dispatcher_follows_the_rules_on_the_cpu(call):
             return
         w = oracle_dequantize(b, s, g, call["block_size"], call["dtype"])
         y64, bound = matmul_error_bound(host(a).reshape(m, k), w, bias_host, call["dtype"],
-                                        roundings=1 if event.path in ("gemv", "fused_mma") else 2)
+                                        roundings=1 if event.path in ("gemv", "fused_mma", "fused_wgmma") else 2)
         assert np.all(np.abs(got.reshape(m, n).astype(np.float64) - y64) <= bound)
 
 

@@ -57,7 +57,8 @@ FUSED_256 = Policy(fused_max_m=256)  # the fused kernel's own limit; the default
     (1, 128, 16, GEMV_ON, "gemv"),          # the fused guards hold too, but the GEMV comes first
     (9, 128, 16, GEMV_ON, "fused_mma"),     # past the GEMV, K % 128 == 0, block 16
     (64, 128, 16, None, "fused_mma"),       # the last M the fused path takes by default
-    (129, 128, 16, None, "prefill_vec8"),   # M past the default fused_max_m
+    (129, 128, 16, None, "fused_wgmma"),    # M past the default fused_max_m: the wgmma path
+    (129, 128, 16, Policy(wgmma_max_m=128), "prefill_vec8"),  # and past wgmma_max_m too
     (256, 256, 16, FUSED_256, "fused_mma"),  # the last M the fused kernel takes
     (257, 128, 16, FUSED_256, "prefill_vec8"),  # M past fused_max_m = 256
     (16, 128, 32, None, "prefill_vec8"),    # block size != 16: no fused path
@@ -92,6 +93,26 @@ def test_native_fp4_is_unreachable_on_cpu_and_hopper_and_taken_on_simulated_blac
     assert "sm_90" in nvfp4_kernels.MODEL.path("native_fp4").unreachable_reason(DeviceCaps.simulated_gpu(9, 0))
     assert nvfp4_kernels.MODEL.path("native_fp4").unreachable_reason(DeviceCaps.simulated_gpu(12, 0)) is None
 
+def test_fused_wgmma_needs_hopper_or_the_cpu_backend_and_only_other_gpus_can_fail_its_arch_guard():
+    problem = Problem("matmul", 200, 64, 256, 16, "bfloat16", "cuda")
+    assert select_path(problem, DeviceCaps.simulated_gpu(9, 0)).path == "fused_wgmma"
+    for major, minor in ((8, 0), (8, 9), (10, 0), (12, 0)):
+        chosen = select_path(problem, DeviceCaps.simulated_gpu(major, minor), Policy(native_fp4_enabled=False))
+        assert chosen.path == "prefill_vec8", (major, minor)
+        assert {o.key: o.passed for o in chosen.outcomes}["fused_wgmma.arch_sm90"] is False
+    on_cpu = Problem("matmul", 200, 64, 256, 16, "bfloat16", "cpu")
+    assert select_path(on_cpu, DeviceCaps.cpu()).path == "fused_wgmma"
+    sides = nvfp4_kernels.MODEL.unreachable_sides
+    assert "CPU backend" in sides(DeviceCaps.cpu())["fused_wgmma.arch_sm90=false"]
+    assert "sm_90" in sides(DeviceCaps.simulated_gpu(9, 0))["fused_wgmma.arch_sm90=false"]
+    # on another GPU the path itself is unreachable (its True side cannot occur), with the reason
+    assert "sm_90a" in nvfp4_kernels.MODEL.path("fused_wgmma").unreachable_reason(DeviceCaps.simulated_gpu(8, 0))
+    assert nvfp4_kernels.MODEL.path("fused_wgmma").unreachable_reason(DeviceCaps.cpu()) is None
+    assert nvfp4_kernels.MODEL.path("fused_wgmma").unreachable_reason(DeviceCaps.simulated_gpu(9, 0)) is None
+    assert not any(key.startswith("fused_wgmma.") and key.endswith("=true")
+                   for device in (DeviceCaps.cpu(), DeviceCaps.simulated_gpu(9, 0)) for key in sides(device))
+
+
 
 def test_gemv_max_m_policy_moves_the_threshold(events):
     packed, scales, g = _weights()
@@ -106,6 +127,8 @@ def test_gemv_max_m_policy_moves_the_threshold(events):
 def test_fused_max_m_policy_moves_the_threshold(events):
     packed, scales, g = _weights(k=128)
     nvfp4_kernels.nvfp4_matmul(_acts(32, 128), packed, scales, g, policy=Policy(fused_max_m=16))
+    assert events[-1].path == "fused_wgmma"  # the next path in preference order takes M = 32
+    nvfp4_kernels.nvfp4_matmul(_acts(32, 128), packed, scales, g, policy=Policy(fused_max_m=16, wgmma_max_m=31))
     assert events[-1].path == "prefill_vec8"
     nvfp4_kernels.nvfp4_matmul(_acts(100, 128), packed, scales, g, policy=Policy(fused_max_m=128))
     assert events[-1].path == "fused_mma"
@@ -288,7 +311,7 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
     # N = 70: 70 % 32 = 6, where 70 ^ 32, 70 // 32 and 70 - 32 all differ (N = 33 would not tell)
     problem = Problem("matmul", 9, 70, 70, 7, "bfloat16", "cpu", False, "B at address 0x1001 is not 4-byte aligned")
     # fused_max_m = 100, not the default 256: a detail printing the kernel's limit is caught
-    policy = Policy(gemv_max_m=8, gemv_max_weights=4000, fused_max_m=100, native_fp4_enabled=False)
+    policy = Policy(gemv_max_m=8, gemv_max_weights=4000, fused_max_m=100, wgmma_max_m=200, native_fp4_enabled=False)
     want = {
         "gemv.m_in_range": "M=9, gemv_max_m=8",
         "gemv.small_layer": "N*K=4900, gemv_max_weights=4000",
@@ -302,6 +325,10 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
         "fused_mma.m_in_range": "M=9, fused_max_m=100",
         "fused_mma.block_size_16": "block_size=7",
         "fused_mma.k_mod_128": "K=70, K % 128 = 70",
+        "fused_wgmma.m_in_range": "M=9, wgmma_max_m=200",
+        "fused_wgmma.arch_sm90": "backend cpu, device cpu",
+        "fused_wgmma.block_size_16": "block_size=7",
+        "fused_wgmma.k_mod_128": "K=70, K % 128 = 70",
         "prefill_vec8.k_mod_8": "K=70, K % 8 = 6",
         "prefill_vec8.block_size_even": "block_size=7",
         "prefill_vec8.aligned": "misaligned: B at address 0x1001 is not 4-byte aligned",

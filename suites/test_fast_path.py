@@ -39,7 +39,7 @@ CALLS = [
     ("fused-m8-split", 8, 1024, 4096, 16, torch.bfloat16, False, LARGE, "fused_mma"),  # K split, finalize kernel
     ("fused-m64-bias", 64, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # one 64-row M tile
     ("fused-m128-bias", 128, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M
-    ("vec8-m129", 129, 256, 512, 16, torch.bfloat16, True, None, "prefill_vec8"),  # past fused_max_m = 128
+    ("vec8-m300", 300, 256, 512, 16, torch.bfloat16, True, None, "prefill_vec8"),  # past both fused paths' M
     ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, None, "prefill_vec8"),
     ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, None, "prefill_scalar"),
 ]
@@ -84,7 +84,7 @@ def test_a_host_global_scale_and_a_device_one_give_the_same_bits(monkeypatch):
 
 
 def test_a_misaligned_view_after_an_aligned_call_still_takes_the_scalar_kernel(monkeypatch):
-    a, b, s, g, bias = operands(129, 256, 512, 16, torch.bfloat16, False)  # M = 129: past the fused path
+    a, b, s, g, bias = operands(300, 256, 512, 16, torch.bfloat16, False)  # M = 300: past both fused paths
     aligned, events = call_recorded((a, b, s, g, None), 16, True, monkeypatch)
     assert events[0]["path"] == "prefill_vec8"
     storage = torch.zeros(b.numel() + 4, dtype=torch.uint8, device="cuda")

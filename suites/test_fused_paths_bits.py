@@ -1,8 +1,8 @@
-"""The decoded weights of the two fused paths (the GEMV and the tensor-core ``fused_mma``), read
-out through each kernel itself, against the contract.
+"""The decoded weights of the fused paths (the GEMV and the tensor-core ``fused_mma`` and
+``fused_wgmma``), read out through each kernel itself, against the contract.
 
 With A = rows of the identity (8 per call for the GEMV, which takes M <= 8; 256 per call for
-``fused_mma``, K split as on the GPU), each output element has one non-zero product,
+``fused_mma`` and ``fused_wgmma``, K split as on the GPU), each output element has one non-zero product,
 1 * W[n, k], so Y = W^T exactly (docs/contract.md). The sweep covers the global scales of the
 contract's checks and the scale bytes of the special-byte table (NaN bytes apart: 0 * NaN is NaN,
 so a NaN scale makes its whole output column NaN, which is checked on its own), including the
@@ -38,9 +38,10 @@ SWEEP = [("bfloat16", 1.0), ("float16", 1.0), ("bfloat16", 0.0123), ("float16", 
          ("float16", 2.0**-20), ("bfloat16", 1.0e3), ("bfloat16", 2.0**120)]
 N, K = 40, 256
 #: (path, identity rows per call): each path's largest M
-PATHS = [("gemv", 8), ("fused_mma", 256)]
+PATHS = [("gemv", 8), ("fused_mma", 256), ("fused_wgmma", 256)]
 #: each path forced with its M guard opened to the kernel's own limit (a forced path's guards must hold)
-FORCE = {"gemv": Policy(force_path="gemv", gemv_max_m=8), "fused_mma": Policy(force_path="fused_mma", fused_max_m=256)}
+FORCE = {"gemv": Policy(force_path="gemv", gemv_max_m=8), "fused_mma": Policy(force_path="fused_mma", fused_max_m=256),
+         "fused_wgmma": Policy(force_path="fused_wgmma", wgmma_max_m=256)}
 
 
 def weights(seed: int, dtype: str, g: float):
@@ -98,9 +99,12 @@ TABLE_SWEEP = [
 ]
 
 
+@pytest.mark.parametrize("path", ["fused_mma", "fused_wgmma"])
 @pytest.mark.parametrize("dtype,g,scale_bytes", TABLE_SWEEP,
                          ids=[f"{d}-g{g:.3g}-{min(b):#04x}" for d, g, b in TABLE_SWEEP])
-def test_fused_mma_table_decode_reads_out_to_the_contracts_bits(dtype, g, scale_bytes):
+def test_the_table_decode_reads_out_to_the_contracts_bits(dtype, g, scale_bytes, path):
+    """fused_mma's table decode, and fused_wgmma's (two tables per word: its codes 0-3 and 4-7 lie
+    in two scale blocks), at each end of the table's range and just below it."""
     bounds = table_decode.header_constants().ranges[dtype]
     s = (E4M3_TABLE[np.array(scale_bytes)] * np.float32(g)).astype(np.float32)
     on_table = table_decode.table_ok(s, bounds.lo, bounds.hi)
@@ -111,7 +115,7 @@ def test_fused_mma_table_decode_reads_out_to_the_contracts_bits(dtype, g, scale_
     scales = rng.choice(np.array(scale_bytes, np.uint8), size=(N, K // 16)).astype(np.uint8)
     w = oracle_dequantize(packed, scales, np.float32(g), 16, dtype)
     assert np.isfinite(w.astype(np.float32)).all()
-    got = read_out(packed, scales, g, dtype, "fused_mma", 256)
+    got = read_out(packed, scales, g, dtype, path, 256)
     want = w.view(np.uint16).copy()
     want[want == 0x8000] = 0  # -0.0 reads out as +0.0 (see above)
     assert np.array_equal(got, want), f"first difference at {np.argwhere(got != want)[0].tolist()}"
@@ -168,6 +172,33 @@ def test_a_split_k_fused_mma_has_golden_bits(golden):
     assert {r.event.path for r in rec.events} == {"fused_mma"}
     assert torch.equal(y.view(torch.int16), again.view(torch.int16)), "the split-K order must be fixed"
     golden.check(f"fused_mma/splitk-{n}x{k}-m{m}-bf16-bias", y, key=golden.key_for("cuda"))
+
+
+def test_a_split_fused_wgmma_plan_has_golden_bits(golden):
+    """Both kinds of tile of the plan in one call: 132 whole 128-row tiles (one block each, no
+    partial sums) and a partial left-over tile split in K, whose partials the finalize kernel sums
+    in split order; the plan is tiling.wgmma_plan's for this GPU, as the CPU backend runs it."""
+    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
+
+    n, k, m = 132 * WGMMA_TILE_ROWS + 70, 1024, 200
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    whole, splits = wgmma_plan(n, k, sms)
+    if sms == 132:
+        assert (whole, splits) == (132, 8), "an H200's plan: every whole tile unsplit, the left-over one in 8"
+    assert whole >= 1 and splits > 1, "the shape must have whole tiles and split ones on this GPU"
+    assert cuda_backend.load_library().nvfp4_fused_wgmma_tile_rows() == WGMMA_TILE_ROWS
+    rng = np.random.default_rng(44)
+    packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
+    scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
+    gen = torch.Generator(device="cuda").manual_seed(44)
+    a = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+    bias = torch.randn(n, device="cuda", generator=gen).to(torch.bfloat16)
+    with recording("fused_wgmma plan") as rec:
+        y = nvfp4_kernels.nvfp4_matmul(a, packed, scales, np.float32(0.0123), 16, bias)
+        again = nvfp4_kernels.nvfp4_matmul(a, packed, scales, np.float32(0.0123), 16, bias)
+    assert {r.event.path for r in rec.events} == {"fused_wgmma"}
+    assert torch.equal(y.view(torch.int16), again.view(torch.int16)), "the split-K order must be fixed"
+    golden.check(f"fused_wgmma/plan-{n}x{k}-m{m}-bf16-bias", y, key=golden.key_for("cuda"))
 
 
 def test_the_fused_kernel_occupancy_matches_the_cpu_stand_in():

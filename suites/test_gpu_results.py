@@ -91,7 +91,7 @@ def test_committed_gpu_coverage_reached_everything_reachable_on_the_h200() -> No
     it was recorded with (the snapshot the file carries): every path and guard side reachable on
     the H200 was reached there by the GPU's own events, and native_fp4 is unreachable on it with
     the reason. On an sm_90 GPU every declared path but native_fp4 is reachable, with both
-    sides of each of its guards."""
+    sides of each of its guards but one: fused_wgmma's arch_sm90 always holds there."""
     from nvfp4_harness.engine.analysis import Requirement
     from nvfp4_harness.engine.data import CoverageData
     from nvfp4_kernels.model import MODEL
@@ -99,6 +99,7 @@ def test_committed_gpu_coverage_reached_everything_reachable_on_the_h200() -> No
     data = CoverageData.read(GPU_COVERAGE)
     declared = data.operator("nvfp4").declaration["paths"]
     reachable = sum(1 + 2 * len(p["guards"]) for p in declared if p["name"] != "native_fp4")
+    reachable -= any(p["name"] == "fused_wgmma" for p in declared)  # fused_wgmma.arch_sm90=false
     op = data.analyze().operator("nvfp4")
     h200 = [d for d in op.per_device if d.label.startswith("NVIDIA H200")]
     assert h200 and all(d.covered == d.total == reachable for d in h200), \

@@ -72,9 +72,9 @@ def test_two_gpus_of_one_kind_stay_apart_through_json_and_combine():
     assert sorted(op.path("native_fp4").unreachable_on) == labels[:3]
     per = {d.label: d for d in op.per_device}
     assert (per["NVIDIA H200 (sm_90, GPU 1)"].paths_hit, per["cpu"].paths_hit) == (1, 1)
-    # all five declared paths: gemv, native_fp4, fused_mma, prefill_vec8, prefill_scalar
+    # every declared path but fused_wgmma (sm_90 only): gemv, native_fp4, fused_mma, prefill_vec8, prefill_scalar
     assert per["simulated sm_120 (sm_120)"].paths_reachable == 5
-    assert per["NVIDIA H200 (sm_90, GPU 0)"].paths_reachable == 4  # every path but native_fp4
+    assert per["NVIDIA H200 (sm_90, GPU 0)"].paths_reachable == 5  # every path but native_fp4
     text = render_term(merged)
     assert "  native_fp4: reached on simulated sm_120 (sm_120) (1); unreachable on NVIDIA H200 (sm_90, GPU 0), " \
            "NVIDIA H200 (sm_90, GPU 1), cpu" in text

@@ -37,7 +37,8 @@ PROBLEMS = {
     "matmul M=1 (gemv)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
     "matmul M=1, gemv_max_weights=0 (fused_mma)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
     "matmul M=64 (fused_mma)": Problem("matmul", 64, 1024, 1024, 16, "float16", "cuda"),
-    "matmul M=192 (prefill_vec8)": Problem("matmul", 192, 1024, 1024, 16, "float16", "cuda"),
+    "matmul M=192 (fused_wgmma)": Problem("matmul", 192, 1024, 1024, 16, "float16", "cuda"),
+    "matmul M=300 (prefill_vec8)": Problem("matmul", 300, 1024, 1024, 16, "float16", "cuda"),
     "matmul block 7 (prefill_scalar)": Problem("matmul", 64, 1024, 1022, 7, "bfloat16", "cuda"),
     "dequantize (prefill_vec8)": Problem("dequantize", None, 1024, 1024, 16, "bfloat16", "cuda"),
     "dequantize block 7 (prefill_scalar)": Problem("dequantize", None, 1024, 1022, 7, "bfloat16", "cuda"),
@@ -72,7 +73,7 @@ def test_recorded_h200_traces_map_to_the_path_the_model_predicts(call):
 
 
 def test_a_disagreement_is_a_finding():
-    names = recorded_traces()["matmul M=192 (prefill_vec8)"]
+    names = recorded_traces()["matmul M=300 (prefill_vec8)"]
     decode = Problem("matmul", 1, 1024, 1024, 16, "float16", "cuda")  # the default policy predicts the GEMV
     event = observed_event(MODEL, names, decode, device=H200, op="matmul", policy=Policy())
     assert event.path == "prefill_vec8" and event.predicted == "gemv"
@@ -105,8 +106,8 @@ def test_the_most_specific_path_wins_and_shared_kernels_are_not_unmatched():
 
 def test_replayed_observations_are_recorded_and_findings_fail_the_analysis():
     traces = recorded_traces()
-    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=64 (fused_mma)", "matmul M=192 (prefill_vec8)")]
-    calls.append((Problem("matmul", 2, 1024, 1024, 16, "float16", "cuda"), traces["matmul M=192 (prefill_vec8)"]))
+    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=64 (fused_mma)", "matmul M=300 (prefill_vec8)")]
+    calls.append((Problem("matmul", 2, 1024, 1024, 16, "float16", "cuda"), traces["matmul M=300 (prefill_vec8)"]))
     with recording("replay") as rec:
         observe_names(MODEL, calls, device=H200, op="matmul", policy=Policy())
     op = rec.coverage().operator("nvfp4")

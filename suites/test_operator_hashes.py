@@ -5,8 +5,9 @@ between 128 and 5120. For each, every path that can run it is forced in turn:
 
 * the dequantized scratch from every dequant path is the same bits, equal to the independent
   oracle and to one *portable* golden (the same file on every machine and backend);
-* every matmul path's output (GEMV at M = 1 and 8 and fused_mma at M = 1 and 16 where their
-  guards allow, prefill vec8 and prefill scalar at M = 16) is hashed into a golden keyed by the
+* every matmul path's output (GEMV at M = 1 and 8, fused_mma at M = 1 and 16 and fused_wgmma at
+  M = 16 where their guards allow, prefill vec8 and prefill scalar at M = 16) is hashed into a
+  golden keyed by the
   backend environment; the two
   prefill paths give identical bits (same scratch, same matmul), and every output lies within
   the sound float64 bound of the oracle.
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.dispatch
 PREFILL_M = 16
 GEMV_MS = (1, 8)
 FUSED_MS = (1, 16)
+WGMMA_MS = (16,)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ def test_dequantized_scratch_is_portable(config: OpConfig, backend: str, golden)
 def _output_runs(config: OpConfig) -> list[tuple[str, int]]:
     runs = [("gemv", m) for m in GEMV_MS] if config.gemv_allowed else []
     runs += [("fused_mma", m) for m in FUSED_MS] if config.fused_allowed else []
+    runs += [("fused_wgmma", m) for m in WGMMA_MS] if config.fused_allowed else []
     return runs + [(path, PREFILL_M) for path in config.dequant_paths]
 
 
@@ -139,4 +142,5 @@ def test_the_configurations_cover_the_level_2_matrix() -> None:
     assert len(combos) == 8, "fp16/bf16 x block 16/32 x aligned/non-aligned K"
     assert all(128 <= c.n <= 5120 and 128 <= c.k <= 5120 for c in CONFIGS)
     assert any(c.k % 8 for c in CONFIGS) and any(c.k % c.block_size for c in CONFIGS)
-    assert {p for c in CONFIGS for p, _ in _output_runs(c)} == {"gemv", "fused_mma", "prefill_vec8", "prefill_scalar"}
+    assert {p for c in CONFIGS for p, _ in _output_runs(c)} == {"gemv", "fused_mma", "fused_wgmma", "prefill_vec8",
+                                                                "prefill_scalar"}

@@ -51,7 +51,7 @@ def run_case(m, k, block_size=16, misaligned=False, large=False, n=32):
 FULL = [(1, 32, 16, False, False), (16, 64, 16, False, False), (1, 64, 32, False, False),
         (1, 40, 16, False, False), (16, 36, 16, False, False), (16, 40, 5, False, False),
         (16, 64, 16, True, False), (3, 64, 16, False, False), (16, 128, 16, False, False),
-        (129, 128, 16, False, False), (1, 128, 16, False, True)]
+        (129, 128, 16, False, False), (257, 128, 16, False, False), (1, 128, 16, False, True)]
 #: every case decode-sized on small layers (the GEMV takes them all), as in the ONNX Runtime
 #: suite that never ran its prefill kernel
 DECODE_ONLY = [(1, 32, 16, False, False), (4, 64, 16, False, False), (8, 32, 16, False, False),
@@ -106,6 +106,7 @@ def test_decode_only_suite_fails_all_reachable_naming_the_prefill_paths(pytester
     result.stdout.fnmatch_lines([
         "*dispatch coverage FAILED*",
         "FAIL: required path nvfp4:fused_mma was never taken*",
+        "FAIL: required path nvfp4:fused_wgmma was never taken*",
         "FAIL: required path nvfp4:prefill_vec8 was never taken*",
         "FAIL: required path nvfp4:prefill_scalar was never taken*",
     ])
@@ -150,7 +151,7 @@ def test_unknown_required_path_is_a_usage_error_listing_valid_names(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "--dispatch-require=gemv,prefill")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown dispatch path 'prefill'; valid names: "
-                                 "nvfp4: gemv, native_fp4, fused_mma, prefill_vec8, prefill_scalar *"])
+                                 "nvfp4: gemv, native_fp4, fused_mma, fused_wgmma, prefill_vec8, prefill_scalar *"])
 
 
 def test_plugin_is_inert_without_options(pytester):
@@ -305,9 +306,9 @@ def test_call_survives():
 def test_a_schema_version_1_file_still_reports(tmp_path, capsys):
     """The GPU coverage committed by nvfp4-harness 0.1 (schema version 1) loads as the NVFP4
     operator with the fingerprint of the declarations it was recorded under: 0.1's four paths,
-    which are today's model without fused_mma and without the GEMV's small_layer guard. It merges
-    with data of that model; with data of today's model (five paths) it refuses, naming both
-    fingerprints."""
+    which are today's model without fused_mma, fused_wgmma and the GEMV's small_layer guard. It
+    merges with data of that model; with data of today's model (six paths) it refuses, naming
+    both fingerprints."""
     from nvfp4_harness.engine import report
     from nvfp4_harness.engine.data import CoverageData
     from nvfp4_harness.model import ModelConflict
@@ -319,7 +320,7 @@ def test_a_schema_version_1_file_still_reports(tmp_path, capsys):
     assert "fused_mma" not in doc["paths"], "a version 1 file predates the fused path"
     four_paths = declaration_fingerprint(MODEL.name, MODEL.ops, MODEL.shortcuts, [
         (p.name, p.ops, [(g.name, g.description) for g in p.guards if (p.name, g.name) != ("gemv", "small_layer")])
-        for p in MODEL.paths if p.name != "fused_mma"])
+        for p in MODEL.paths if p.name not in ("fused_mma", "fused_wgmma")])
     data = CoverageData.read(legacy)
     op = data.operator("nvfp4")
     assert op.fingerprint == four_paths != MODEL.fingerprint

@@ -23,6 +23,9 @@ PATH_ORDER = PATH_NAMES
 #: (path, guard declaration) for every guard of the model, in order
 GUARDS = [(p.name, g) for p in MODEL.paths for g in p.guards]
 REACHABLE_ON_CPU = [(p, g) for p, g in GUARDS if MODEL.path(p).unreachable_reason(CPU) is None]
+#: their sides that can occur on the CPU (fused_wgmma's arch_sm90 always holds there)
+REACHABLE_SIDES_ON_CPU = [(p, g, s) for p, g in REACHABLE_ON_CPU for s in (True, False)
+                          if g.side_unreachable(s, CPU) is None]
 
 
 def event_for(m, k, block_size=16, **kwargs):
@@ -36,10 +39,11 @@ LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weig
 G, D, L = GEMV_ON, None, LARGE  # a case's policy
 #: (m, k, block_size, aligned, policy): every reachable path and guard side on the CPU;
 #: (16, 128, 16) takes fused_mma, (129, 128, 16) is past its default M range (fused_max_m = 128)
-#: and (1, 128, 16) on a layer too large for the GEMV takes it at decode
+#: and takes fused_wgmma, (257, 128, 16) is past fused_wgmma's too, and (1, 128, 16) on a layer
+#: too large for the GEMV takes fused_mma at decode
 FULL = [(1, 32, 16, True, G), (16, 64, 16, True, D), (1, 64, 32, True, G), (1, 40, 16, True, G),
         (16, 36, 16, True, D), (16, 40, 5, True, D), (16, 64, 16, False, D), (2, 64, 16, True, G),
-        (16, 128, 16, True, D), (129, 128, 16, True, D), (1, 128, 16, True, L)]
+        (16, 128, 16, True, D), (129, 128, 16, True, D), (257, 128, 16, True, D), (1, 128, 16, True, L)]
 #: decode-sized cases on small layers: the GEMV takes them all
 DECODE_ONLY = [(1, 32, 16, True, G), (4, 64, 16, True, G), (8, 32, 16, True, G)]
 
@@ -64,7 +68,7 @@ def test_term_rows_show_hits_tests_and_guard_counts():
         assert re.search(rf"^{name}\s+{hits}\s+{tests}\b", text, re.M), (name, text)
         for guard in MODEL.path(name).guards:
             key = f"{name}.{guard.name}"
-            row = rf"^  {guard.name}\s+{sides[(key, True)]}\s+{sides[(key, False)]}\s*$"
+            row = rf"^  {guard.name}\s+{sides[(key, True)]}\s+{sides[(key, False)]}\s*(unreachable:.*)?$"
             assert re.search(row, text, re.M), (key, text)
     reason = MODEL.path("native_fp4").unreachable_reason(CPU)
     assert re.search(rf"^native_fp4\s+0\s+0\s+unreachable: {re.escape(reason)}$", text, re.M)
@@ -88,13 +92,14 @@ def test_term_missing_lists_only_what_was_not_reached():
     pairs = pairs_for(DECODE_ONLY)
     text = render_term_missing(CoverageData.from_events(pairs))
     seen = side_counts(pairs)
-    missed_sides = [(p, g, s) for p, g in REACHABLE_ON_CPU for s in (True, False) if not seen[(f"{p}.{g.name}", s)]]
+    missed_sides = [(p, g, s) for p, g, s in REACHABLE_SIDES_ON_CPU if not seen[(f"{p}.{g.name}", s)]]
     for path, g, passed in missed_sides:
         assert f"MISSED guard side nvfp4:{path}.{g.name} == {passed}  (kernels/model.py:{g.source.line}: " \
                f"{g.description})" in text
     assert text.count("MISSED guard side") == len(missed_sides)
     assert "MISSED path nvfp4:prefill_vec8" in text and "MISSED path nvfp4:prefill_scalar" in text
     assert "MISSED path nvfp4:fused_mma" in text  # the enabled GEMV comes first for M <= gemv_max_m = 8
+    assert "MISSED path nvfp4:fused_wgmma" in text
     assert "MISSED path nvfp4:gemv" not in text
     assert f"unreachable path nvfp4:native_fp4: {MODEL.path('native_fp4').unreachable_reason(CPU)}" in text
     full = render_term_missing(CoverageData.from_events(pairs_for(FULL)))
@@ -141,13 +146,15 @@ def test_lcov_has_two_branches_per_reachable_guard_with_their_counts():
     assert set(branches) == {g.source.line for _, g in REACHABLE_ON_CPU}
     for path, g in REACHABLE_ON_CPU:
         key = f"{path}.{g.name}"
-        assert branches[g.source.line] == {(0, 0): sides[(key, True)], (0, 1): sides[(key, False)]}
+        want = {(0, int(not passed)): sides[(key, passed)] for p, gg, passed in REACHABLE_SIDES_ON_CPU
+                if (p, gg) == (path, g)}
+        assert branches[g.source.line] == want, key
     for path, g in GUARDS:
         key = f"{path}.{g.name}"
         assert das[g.source.line] == sides[(key, True)] + sides[(key, False)]
-    assert int(fields["BRF"]) == 2 * len(REACHABLE_ON_CPU) == data.analyze().sides_reachable
-    assert int(fields["BRH"]) == sum(1 for p, g in REACHABLE_ON_CPU for s in (True, False)
-                                     if sides[(f"{p}.{g.name}", s)])
+    assert int(fields["BRF"]) == len(REACHABLE_SIDES_ON_CPU) == data.analyze().sides_reachable
+    assert len(REACHABLE_SIDES_ON_CPU) == 2 * len(REACHABLE_ON_CPU) - 1  # fused_wgmma.arch_sm90=false
+    assert int(fields["BRH"]) == sum(1 for p, g, s in REACHABLE_SIDES_ON_CPU if sides[(f"{p}.{g.name}", s)])
     assert int(fields["LF"]) == len(GUARDS) and int(fields["LH"]) == len({n for n, _ in sides})
 
 
@@ -160,7 +167,8 @@ def test_lcov_marks_guards_never_evaluated_as_not_executed():
         if f"{path}.{g.name}" in evaluated:
             assert None not in branches[g.source.line].values()
         else:
-            assert branches[g.source.line] == {(0, 0): None, (0, 1): None} and das[g.source.line] == 0
+            want = {(0, int(not s)): None for p, gg, s in REACHABLE_SIDES_ON_CPU if (p, gg) == (path, g)}
+            assert branches[g.source.line] == want and das[g.source.line] == 0
     assert int(fields["BRH"]) == len(evaluated)  # every evaluated guard held: one side each
 
 
@@ -191,7 +199,7 @@ def test_report_command_checks_requirements(tmp_path, capsys):
     assert report.main([decode, "--require", "gemv"]) == 0
     capsys.readouterr()
     assert report.main([decode, "--require", "gemv,decode"]) == 2
-    assert "valid names: nvfp4: gemv, native_fp4, fused_mma, prefill_vec8, prefill_scalar" in capsys.readouterr().err
+    assert "valid names: nvfp4: gemv, native_fp4, fused_mma, fused_wgmma, prefill_vec8, prefill_scalar" in capsys.readouterr().err
     assert report.main([str(tmp_path / "none.json")]) == 2
     out = tmp_path / "cov.lcov"
     assert report.main([decode, "--format", "lcov", "-o", str(out)]) == 0

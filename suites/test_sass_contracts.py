@@ -11,6 +11,9 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
   shared memory (LDGSTS.E.BYPASS.128 for the weights and activations, LDGSTS.E.64 for the
   scale bytes), every shared load of an operand 128 bits wide, no CALL, and the table decode's
   PRMT lookups present;
+* fused_wgmma (sm_90a): warpgroup MMAs (HGMMA) with A from registers, the weights loaded with
+  16-byte global loads straight into registers (no asynchronous copy, no shared-memory load of
+  an operand), no local memory, no CALL, and the table decode's PRMT lookups present;
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -155,6 +158,26 @@ def check_fused(instructions: list[str]) -> list[str]:
     return problems
 
 
+def check_wgmma(instructions: list[str]) -> list[str]:
+    """Violations of the fused_wgmma kernel's contract (empty when it holds)."""
+    ops = opcodes(instructions)
+    problems = []
+    hgmma = [i for i in instructions if "HGMMA" in i]
+    if not hgmma:
+        problems.append("no warpgroup MMA (HGMMA)")
+    elif not all(re.search(r"HGMMA\.64x256x16\.F32(\.BF16)? R\d+, R\d+, gdesc", i) for i in hgmma):
+        problems.append("an HGMMA that is not m64n256k16 with A from registers")
+    if not any(o.startswith("LDG.E.128") for o in ops):
+        problems.append("no 16-byte global load (LDG.E.128) of the packed weights")
+    if any(o.startswith(("LDGSTS", "LDS")) for o in ops):
+        problems.append("an asynchronous copy or shared-memory load: the weights must go to registers only")
+    if _local_memory(ops):
+        problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
+    if any(o.startswith("CALL") for o in ops):
+        problems.append("CALL to a subroutine (software conversion?)")
+    return problems + table_decode_problems(ops)
+
+
 def check_scalar(instructions: list[str]) -> list[str]:
     ops = opcodes(instructions)
     return [] if any(o.startswith("STG.E.U16") for o in ops) else ["no 16-bit global store (STG.E.U16)"]
@@ -207,6 +230,28 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
             assert len(calls) == 1, name
             problems = [p for p in problems if not p.startswith("CALL")]
         assert problems == [], name
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
+    chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
+    assert len(chosen) == 1, sorted(chosen)
+    for name, ins in chosen.items():
+        assert check_wgmma(ins) == [], name
+        assert sum("HGMMA" in i for i in ins) == 8, "two half steps of four k16 MMAs each"
+
+
+def test_wgmma_checker_reports_what_the_kernel_must_not_do(kernel_sass, bad_sass) -> None:
+    text = " | ".join(check_wgmma(bad_sass["bad_gemv"]) + check_wgmma(bad_sass["bad_dequant"]))
+    for expected in ("no warpgroup MMA", "no 16-byte global load", "local memory", "CALL",
+                     "the table decode is missing"):
+        assert expected in text, expected
+    name, ins = next(iter(_select(kernel_sass, "nvfp4_fused_wgmma_kernel", "bf16").items()))
+    # the same kernel with its weights staged through shared memory, or an MMA reading A from it
+    staged = [re.sub(r"^((?:@!?U?P\w+\s+)?)LDG\.E\.128", r"\1LDS.128", i) for i in ins]
+    assert staged != ins and any("shared-memory load" in p for p in check_wgmma(staged))
+    by_desc = [re.sub(r"(HGMMA\S+ R\d+, )R\d+,", r"\1gdesc[UR4],", i) for i in ins]
+    assert by_desc != ins and "an HGMMA that is not m64n256k16 with A from registers" in check_wgmma(by_desc)
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])

@@ -83,9 +83,12 @@ def test_matrix_takes_both_sides_of_every_guard_reachable_on_the_cpu() -> None:
     for name, seen in sides.items():
         if name == "native_fp4.arch_sm120":
             assert seen == {False}, "no CPU case can pass the sm_120 guard"
+        elif name == "fused_wgmma.arch_sm90":
+            assert seen == {True}, "every CPU case passes the sm_90 guard (the CPU backend runs its algorithm)"
         else:
             assert seen == {True, False}, f"{name}: the matrix only produces {seen}"
-    assert set(shapes.summary()) == {"gemv", "fused_mma", "prefill_vec8", "prefill_scalar", "empty", "bias_only"}
+    assert set(shapes.summary()) == {"gemv", "fused_mma", "fused_wgmma", "prefill_vec8", "prefill_scalar", "empty",
+                                     "bias_only"}
 
 
 def test_matrix_contains_the_required_edges() -> None:

@@ -104,6 +104,9 @@ class Guard:
     ``true_unreachable(device)`` returns why the guard can never hold on ``device`` (None
     when it can): a path that needs an sm_120 GPU declares it on its architecture guard, and
     reports then neither require nor count that side on other devices.
+    ``false_unreachable(device)`` is the other side: why the guard always holds on ``device``
+    (a guard that only another GPU generation fails), so reports neither require nor count its
+    False side there.
     """
 
     name: str
@@ -111,6 +114,7 @@ class Guard:
     check: Predicate = field(repr=False)
     detail: Detail | None = field(default=None, repr=False)
     true_unreachable: DeviceReason | None = field(default=None, repr=False)
+    false_unreachable: DeviceReason | None = field(default=None, repr=False)
     source: SourceLocation | None = None
 
     def __post_init__(self) -> None:
@@ -125,6 +129,8 @@ class Guard:
         """Why this side of the guard cannot occur on ``device`` (None when it can)."""
         if passed and self.true_unreachable is not None:
             return self.true_unreachable(device)
+        if not passed and self.false_unreachable is not None:
+            return self.false_unreachable(device)
         return None
 
     def explain(self, problem: Any, device: DeviceCaps, policy: Any) -> str:

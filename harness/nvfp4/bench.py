@@ -50,6 +50,7 @@ from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's pub
     DTYPES,
     FLUSH_BYTES,
     FUSED_KERNEL_MAX_M,
+    WGMMA_KERNEL_MAX_M,
     GEMV_KERNEL_MAX_M,
     GEMV_SECTION_M,
     GLOBAL_SCALE,
@@ -447,9 +448,36 @@ class Runner:
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
         self.measure(kernel, section, m, ops.n, ops.k, verify, run, splits=splits)
 
+    def wgmma_row(self, ops: Operands, a: Any, section: str) -> None:
+        """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), with the plan the
+        dispatcher uses (nvfp4_kernels.tiling.wgmma_plan)."""
+        from nvfp4_kernels.tiling import wgmma_plan
+
+        m = a.shape[0]
+        out = self._poisoned((m, ops.n), 0x7FC9)
+
+        def run() -> None:
+            self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out)
+
+        def verify() -> str:
+            self._need_backend()
+            run()
+            return self.check_matmul(a, ops, out, f"fused_wgmma M={m}")
+
+        plan = wgmma_plan(ops.n, ops.k, self.torch.cuda.get_device_properties(self.device).multi_processor_count) \
+            if self.device == "cuda" else wgmma_plan(ops.n, ops.k)  # a dry run: the H200's plan
+        self.measure("fused_wgmma", section, m, ops.n, ops.k, verify, run, plan=list(plan))
+
+    def _wgmma_runs_here(self) -> bool:
+        """fused_wgmma's kernel is built for sm_90a only (its arch_sm90 guard); a dry run on the
+        CPU runs its CPU algorithm instead."""
+        if self.device != "cuda":
+            return True
+        return tuple(self.torch.cuda.get_device_capability(self.device)) == (9, 0)
+
     def path_rows(self, n: int, k: int, ms: Sequence[int], section: str = "paths") -> None:
         """Every path that can run each M (GEMV, fused_mma on row-major and on tile-contiguous
-        weights, prefill) beside cuBLAS on bf16 weights."""
+        weights, fused_wgmma on a Hopper GPU, prefill) beside cuBLAS on bf16 weights."""
         from nvfp4_kernels import layout
 
         ops = self.operands(n, k)
@@ -464,6 +492,8 @@ class Runner:
                 self.fused_row(ops, a_all[:m], section)
                 if tiled is not None:
                     self.fused_row(ops, a_all[:m], section, tiled)
+            if m <= WGMMA_KERNEL_MAX_M and k % 128 == 0 and self._wgmma_runs_here():
+                self.wgmma_row(ops, a_all[:m], section)
             self.prefill_row(ops, a_all[:m], section)
 
     def cublas_row(self, ops: Operands, a: Any, section: str) -> None:
@@ -750,7 +780,8 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
         if "paths" in plan.sections:
             # the GEMV's range on these shapes (0 on layers above the policy's gemv_max_weights)
             gemv_max_m = max(Policy().gemv_max_m_for(n, k) for n, k in plan.paths_shapes)
-            results["path_choice"] = path_choice(runner.rows, plan.paths_shapes, gemv_max_m, Policy().fused_max_m)
+            results["path_choice"] = path_choice(runner.rows, plan.paths_shapes, gemv_max_m, Policy().fused_max_m,
+                                                 Policy().wgmma_max_m)
         if "replay" in plan.sections:
             results["replay"] = replay_summary(load_layers(plan.layers), runner.rows, plan.replay_tokens)
         saved[:] = [write_results(results, out_dir)]

@@ -18,9 +18,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
 
-#: fused_mma_tiled: the fused kernel on tile-contiguous weights (nvfp4_kernels.layout, registered once)
+#: fused_mma_tiled: the fused kernel on tile-contiguous weights (nvfp4_kernels.layout, registered once);
+#: fused_wgmma: the Hopper warpgroup kernel (kernels/cuda/fused_wgmma.cu) on the row-major weights
 KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "fused_mma_tiled",
-           "cublas_bf16", "prefill", "copy")
+           "fused_wgmma", "cublas_bf16", "prefill", "copy")
 DTYPES = ("bfloat16", "float16")
 #: ``--only`` sections, in the order they run; ``compile`` runs last because its warm-up is the
 #: slowest and least important part, so a time budget cuts it first.
@@ -41,6 +42,8 @@ SWEEP_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 512, 1
 GEMV_KERNEL_MAX_M = 8
 #: the largest M the fused tensor-core kernel accepts (cuda_backend.fused_mma: 1 <= M <= 256)
 FUSED_KERNEL_MAX_M = 256
+#: the largest M the fused_wgmma kernel accepts (cuda_backend.fused_wgmma: 1 <= M <= 256)
+WGMMA_KERNEL_MAX_M = 256
 #: section "paths": every eligible path at each M on both large shapes (the policy's thresholds
 #: are the crossovers found here); dense where the fused kernel's tiles change (8, 16, 32, 64)
 PATHS_SHAPES: tuple[tuple[int, int], ...] = LARGE_SHAPES
@@ -48,7 +51,8 @@ PATHS_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 
                             1024, 2048, 4096, 8192)
 QUICK_PATHS_M: tuple[int, ...] = (1, 8, 16, 64, 128, 256, 1024)
 #: the matmul paths a "paths" row may time, by bench kernel name -> dispatch path name
-PATH_KERNELS: dict[str, str] = {"gemv": "gemv", "fused_mma": "fused_mma", "prefill": "prefill_vec8"}
+PATH_KERNELS: dict[str, str] = {"gemv": "gemv", "fused_mma": "fused_mma", "fused_wgmma": "fused_wgmma",
+                                "prefill": "prefill_vec8"}
 REPLAY_TOKENS = 8192
 
 QUICK_SHAPES: tuple[tuple[int, int], ...] = ((4096, 4096), (17408, 5120))
@@ -160,7 +164,7 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
         return dequant_bytes(n, k, block_size, dtype)
     if m is None:
         raise ValueError(f"kernel {kernel!r} needs M")
-    if kernel in ("gemv", "fused_mma", "fused_mma_tiled"):  # all read the packed weights once per call
+    if kernel in ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma"):  # all read the packed weights once
         return gemv_bytes(m, n, k, dtype)
     if kernel == "cublas_bf16":
         return gemm_bytes(m, n, k, dtype)
@@ -171,7 +175,8 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
 
 def kernel_flops(kernel: str, m: int | None, n: int, k: int) -> int:
     """Multiply-adds counted as 2 FLOPs; 0 for kernels that do no matmul."""
-    return 2 * m * n * k if kernel in ("gemv", "fused_mma", "fused_mma_tiled", "cublas_bf16", "prefill") and m else 0
+    return 2 * m * n * k if kernel in ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "cublas_bf16",
+                                       "prefill") and m else 0
 
 
 # --- statistics ---------------------------------------------------------------------------------
@@ -300,14 +305,17 @@ def crossover(rows: Sequence[dict[str, Any]], n: int, k: int, current_max_m: int
 
 
 def path_choice(rows: Sequence[dict[str, Any]], shapes: Sequence[tuple[int, int]], policy_gemv_max_m: int,
-                policy_fused_max_m: int) -> dict[str, Any]:
+                policy_fused_max_m: int, policy_wgmma_max_m: int | None = None) -> dict[str, Any]:
     """The fastest matmul path at each M of section "paths", and the policy thresholds it implies.
 
     ``gemv_max_m`` is the largest measured M up to which the GEMV is strictly faster than every
-    other path at every measured M, on every shape (the fused path replaces it wherever it is at
-    least as fast). ``fused_max_m`` is the largest measured M up to which the fused path is at
-    least as fast as prefill at every measured M above ``gemv_max_m``, on every shape. Both are
-    capped by their kernels' limits; a CPU test checks the committed run against the defaults.
+    other path at every measured M, on every shape (the fused paths replace it wherever they are
+    at least as fast). ``fused_max_m`` is the largest measured M up to which fused_mma is at least
+    as fast as every path after it (fused_wgmma where timed, prefill) at every measured M above
+    ``gemv_max_m``, on every shape. ``wgmma_max_m`` (for a run that timed fused_wgmma, against a
+    policy that says where it stops) is the largest measured M up to which fused_wgmma is at
+    least as fast as prefill at every measured M above ``fused_max_m``. Each is capped by its
+    kernel's limit; a CPU test checks the committed run against the defaults.
     """
     table: dict[str, dict[int, dict[str, float]]] = {}
     for n, k in shapes:
@@ -329,19 +337,34 @@ def path_choice(rows: Sequence[dict[str, Any]], shapes: Sequence[tuple[int, int]
         gemv_max = m
     fused_max = gemv_max
     for m in (m for m in ms if m > gemv_max):
-        if m > FUSED_KERNEL_MAX_M or not holds(m, lambda t: "fused_mma" in t and t["fused_mma"] <= t.get(
-                "prefill", math.inf)):
+        if m > FUSED_KERNEL_MAX_M or not holds(m, lambda t: "fused_mma" in t and t["fused_mma"] <= min(
+                t.get("prefill", math.inf), t.get("fused_wgmma", math.inf))):
             break
         fused_max = m
+    timed_wgmma = any("fused_wgmma" in t for per_m in table.values() for t in per_m.values())
+    with_wgmma = policy_wgmma_max_m is not None and timed_wgmma
+    wgmma_max = fused_max
+    if with_wgmma:
+        for m in (m for m in ms if m > fused_max):
+            if m > WGMMA_KERNEL_MAX_M or not holds(m, lambda t: "fused_wgmma" in t and t["fused_wgmma"] <= t.get(
+                    "prefill", math.inf)):
+                break
+            wgmma_max = m
     fastest = {shape: {m: min(t, key=t.get) for m, t in per_m.items() if t} for shape, per_m in table.items()}
-    agree = (gemv_max, fused_max) == (policy_gemv_max_m, policy_fused_max_m)
-    summary = (f"GEMV fastest up to M = {gemv_max}, fused_mma up to M = {fused_max}, prefill above; policy "
-               f"gemv_max_m = {policy_gemv_max_m}, fused_max_m = {policy_fused_max_m}"
+    agree = (gemv_max, fused_max) == (policy_gemv_max_m, policy_fused_max_m) and (
+        not with_wgmma or wgmma_max == policy_wgmma_max_m)
+    wgmma_text = f", fused_wgmma up to M = {wgmma_max}" if with_wgmma else ""
+    policy_wgmma = f", wgmma_max_m = {policy_wgmma_max_m}" if with_wgmma else ""
+    summary = (f"GEMV fastest up to M = {gemv_max}, fused_mma up to M = {fused_max}{wgmma_text}, prefill above; "
+               f"policy gemv_max_m = {policy_gemv_max_m}, fused_max_m = {policy_fused_max_m}{policy_wgmma}"
                f"{'' if agree else ' (DIFFERENT from the measurement)'}")
-    return {"shapes": [list(s) for s in shapes], "times_us": table, "fastest": fastest,
-            "gemv_max_m_recommended": gemv_max, "fused_max_m_recommended": fused_max,
-            "policy_gemv_max_m": policy_gemv_max_m, "policy_fused_max_m": policy_fused_max_m,
-            "policy_matches": agree, "summary": summary}
+    out = {"shapes": [list(s) for s in shapes], "times_us": table, "fastest": fastest,
+           "gemv_max_m_recommended": gemv_max, "fused_max_m_recommended": fused_max,
+           "policy_gemv_max_m": policy_gemv_max_m, "policy_fused_max_m": policy_fused_max_m,
+           "policy_matches": agree, "summary": summary}
+    if with_wgmma:
+        out.update({"wgmma_max_m_recommended": wgmma_max, "policy_wgmma_max_m": policy_wgmma_max_m})
+    return out
 
 
 def load_layers(path: str | os.PathLike[str] = DEFAULT_LAYERS) -> dict[str, Any]:

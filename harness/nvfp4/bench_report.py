@@ -147,9 +147,12 @@ PATH_TARGETS: tuple[tuple[int, str, float], ...] = ((1, "copy", 0.80), (16, "cop
 
 
 def chosen_path_row(rows: Sequence[dict[str, Any]], n: int, k: int, m: int, gemv_max_m: int,
-                    fused_max_m: int) -> dict[str, Any] | None:
-    """The "paths" row of the path the default policy takes at M (GEMV, fused_mma or prefill)."""
+                    fused_max_m: int, wgmma_max_m: int | None = None) -> dict[str, Any] | None:
+    """The "paths" row of the path the default policy takes at M (GEMV, fused_mma, fused_wgmma
+    where the run timed it and the policy takes it, or prefill)."""
     kernel = "gemv" if m <= gemv_max_m else "fused_mma" if m <= fused_max_m else "prefill"
+    if kernel == "prefill" and wgmma_max_m is not None and m <= wgmma_max_m:
+        kernel = "fused_wgmma"
     return find_row(rows, kernel, n, k, m, section="paths")
 
 
@@ -159,8 +162,8 @@ def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for n, k in LARGE_SHAPES:
         for m, kind, limit in PATH_TARGETS:
-            row = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"]) \
-                if choice else None
+            row = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"],
+                                  choice.get("policy_wgmma_max_m")) if choice else None
             # where the policy takes fused_mma, also with the weights registered for the
             # tile-contiguous layout (nvfp4_kernels.layout.register): the same path and bits
             tiled = find_row(rows, "fused_mma_tiled", n, k, m, section="paths") \
@@ -180,11 +183,13 @@ def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                                        f"<= {limit}x", value is not None and value <= limit,
                                        f"{value:.2f}x ({candidate['kernel']})" if value is not None else ""))
     if choice:
-        out.append(_target("policy gemv_max_m and fused_max_m equal the measured crossovers",
-                           float(choice["fused_max_m_recommended"]),
-                           f"Policy() = ({choice['policy_gemv_max_m']}, {choice['policy_fused_max_m']})",
-                           choice["policy_matches"], f"measured ({choice['gemv_max_m_recommended']}, "
-                                                     f"{choice['fused_max_m_recommended']})"))
+        names = ("gemv", "fused", "wgmma") if "policy_wgmma_max_m" in choice else ("gemv", "fused")
+        policy = ", ".join(str(choice[f"policy_{x}_max_m"]) for x in names)
+        measured = ", ".join(str(choice[f"{x}_max_m_recommended"]) for x in names)
+        title = "policy gemv_max_m and fused_max_m" if len(names) == 2 else \
+            "policy gemv_max_m, fused_max_m and wgmma_max_m"
+        out.append(_target(f"{title} equal the measured crossovers", float(choice["fused_max_m_recommended"]),
+                           f"Policy() = ({policy})", choice["policy_matches"], f"measured ({measured})"))
     else:
         out.append(_target("policy gemv_max_m and fused_max_m equal the measured crossovers", None,
                            "section paths", None, ""))
@@ -202,19 +207,21 @@ def _paths_lines(results: dict[str, Any]) -> list[str]:
         body = []
         for m in sorted({r["M"] for r in rows if (r["N"], r["K"]) == (n, k)}):
             cells = {kern: find_row(rows, kern, n, k, m)
-                     for kern in ("gemv", "fused_mma", "fused_mma_tiled", "prefill", "cublas_bf16")}
+                     for kern in ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "prefill", "cublas_bf16")}
             fastest = choice["fastest"].get(f"{n}x{k}", {}).get(str(m), choice["fastest"].get(f"{n}x{k}", {}).get(m))
-            chosen = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"])
+            chosen = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"],
+                                     choice.get("policy_wgmma_max_m"))
             fused = cells["fused_mma"]
             body.append([m] + [_us(cells[c]["median_us"]) if cells[c] else "-" for c in
-                               ("gemv", "fused_mma", "fused_mma_tiled", "prefill", "cublas_bf16")]
+                               ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "prefill", "cublas_bf16")]
                         + [str(fused.get("splits", "-")) if fused else "-",
                            f"{fraction_of_copy(chosen):.0%}" if chosen else "-",
                            f"{chosen['median_us'] / cells['cublas_bf16']['median_us']:.2f}x"
                            if chosen and cells["cublas_bf16"] else "-",
                            fastest or "-", chosen["kernel"] if chosen else "-"])
         lines += [f"{n} x {k}:", ""]
-        lines += _table(["M", "gemv us", "fused_mma us", "fused_mma tiled us", "prefill us", "cuBLAS bf16 us",
+        lines += _table(["M", "gemv us", "fused_mma us", "fused_mma tiled us", "fused_wgmma us", "prefill us",
+                         "cuBLAS bf16 us",
                          "fused splits",
                          "chosen: % of copy", "chosen / cuBLAS", "fastest", "policy takes"], body)
         lines.append("")
@@ -470,7 +477,7 @@ def render_markdown(results: dict[str, Any], source_name: str, png_link: str = D
     lines += ["", "## Prefill (vec8 dequant + cuBLAS) beside cuBLAS bf16 alone, M = "
               + ", ".join(map(str, prefill_m)), ""]
     lines += _prefill_lines(results)
-    lines += ["", "## Every path at every M: GEMV, fused_mma and prefill beside cuBLAS bf16", ""]
+    lines += ["", "## Every path at every M: GEMV, fused_mma, fused_wgmma and prefill beside cuBLAS bf16", ""]
     lines += _paths_lines(results)
     sweep_n, sweep_k = _sweep_shape(results)
     lines += ["", f"## M sweep on {sweep_n} x {sweep_k}: GEMV against prefill", ""]

@@ -99,9 +99,9 @@ def _matmul_bound(a64: np.ndarray, w64: np.ndarray, bias64: np.ndarray, dtype: s
     dot = a64 @ w64.T
     ref = dot + bias64
     u = UNIT_ROUNDOFF[dtype]
-    # prefill rounds the dot and then the sum with the bias; gemv and fused_mma round once; all
+    # prefill rounds the dot and then the sum with the bias; the fused paths round once; all
     # accumulate in fp32 (error <= K * 2^-24 * |a| @ |w| in the worst case)
-    rounding = u * (np.abs(ref) + (np.abs(dot) if path not in ("gemv", "fused_mma") else 0.0))
+    rounding = u * (np.abs(ref) + (np.abs(dot) if path not in ("gemv", "fused_mma", "fused_wgmma") else 0.0))
     accumulation = a64.shape[1] * 2.0**-24 * (np.abs(a64) @ np.abs(w64).T)
     return ref, rounding + accumulation + 1e-30
 
@@ -109,11 +109,11 @@ def _matmul_bound(a64: np.ndarray, w64: np.ndarray, bias64: np.ndarray, dtype: s
 #: each path forced with its M guard opened to its kernel's limit and the GEMV's layer limit lifted
 #: (a forced path's guards must hold)
 FORCED = {path: Policy(force_path=path, gemv_max_m=8, gemv_max_weights=None, fused_max_m=256)
-          for path in ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar")}
+          for path in ("gemv", "fused_mma", "fused_wgmma", "prefill_vec8", "prefill_scalar")}
 
 
 def check_matmul(quick: bool) -> dict:
-    """GEMV, fused_mma and prefill outputs within the stated bound of a float64 reference."""
+    """GEMV, fused_mma, fused_wgmma and prefill outputs within the stated bound of a float64 reference."""
     import torch
 
     rows = []
@@ -127,7 +127,8 @@ def check_matmul(quick: bool) -> dict:
             bias = torch.randn(n, dtype=_torch_dtype(dtype), device="cuda")
             bias64 = bias.double().cpu().numpy()
             for m, path in ((1, "gemv"), (3, "gemv"), (8, "gemv"), (1, "fused_mma"), (16, "fused_mma"),
-                            (64, "fused_mma"), (256, "fused_mma"), (16, "prefill_vec8"), (16, "prefill_scalar"),
+                            (64, "fused_mma"), (256, "fused_mma"), (129, "fused_wgmma"), (256, "fused_wgmma"),
+                            (16, "prefill_vec8"), (16, "prefill_scalar"),
                             (64, "prefill_vec8")):
                 a = torch.randn(m, k, dtype=_torch_dtype(dtype), device="cuda")
                 y = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=FORCED[path])
@@ -184,6 +185,7 @@ def check_observe() -> dict:
     a1 = torch.randn(1, 1024, dtype=torch.bfloat16, device="cuda")
     a64 = torch.randn(64, 1024, dtype=torch.float16, device="cuda")
     a192 = torch.randn(192, 1024, dtype=torch.float16, device="cuda")
+    a300 = torch.randn(300, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
     default = nvfp4_kernels.current_policy()
     large = LARGE_LAYERS_POLICY  # every layer too large for the GEMV: decode goes fused
@@ -199,8 +201,10 @@ def check_observe() -> dict:
             problem("matmul", 1, 1024, 16, "bfloat16"), large),
         "matmul M=64 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
                                     problem("matmul", 64, 1024, 16, "float16"), default),
-        "matmul M=192 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a192, b, s, g),
-                                        problem("matmul", 192, 1024, 16, "float16"), default),
+        "matmul M=192 (fused_wgmma)": (lambda: nvfp4_kernels.nvfp4_matmul(a192, b, s, g),
+                                       problem("matmul", 192, 1024, 16, "float16"), default),
+        "matmul M=300 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a300, b, s, g),
+                                        problem("matmul", 300, 1024, 16, "float16"), default),
         "matmul block 7 (prefill_scalar)": (lambda: nvfp4_kernels.nvfp4_matmul(a7, b7, s7, g7, 7),
                                             problem("matmul", 64, 1022, 7, "bfloat16"), default),
         "dequantize (prefill_vec8)": (lambda: nvfp4_kernels.dequantize(b, s, g),
@@ -256,6 +260,16 @@ def run_workload() -> None:
             nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.bfloat16, device="cuda"), b_t, s_t, g_t, 16,
                                        policy=Policy(gemv_max_weights=0, fused_max_m=256))
         layout.unregister(b_t)
+    # fused_wgmma (Hopper only): a plan that splits both tiles in K (N = 200), and one with a wave of
+    # whole tiles and a split partial one (N = 132 x 128 + 70); rows past M and N read nothing
+    if torch.cuda.get_device_capability() == (9, 0):
+        for n, k in ((200, 2048), (132 * 128 + 70, 256)):
+            packed_w, scales_w, g_w = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), 16)
+            b_w, s_w = _to_gpu(packed_w), _to_gpu(scales_w)
+            for m in (1, 129, 256):
+                bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+                nvfp4_kernels.nvfp4_matmul(torch.randn(m, k, dtype=torch.bfloat16, device="cuda"), b_w, s_w, g_w, 16,
+                                           bias, policy=Policy(force_path="fused_wgmma"))
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)
     view.copy_(b)

@@ -64,14 +64,15 @@ class HostCase:
 
 
 #: the default policy's choices (decode on the large layers and M = 64 take the fused tensor-core
-#: path, decode on 4096 x 4096, 2^24 weights, the GEMV, M = 256 vec8 + cuBLAS): the host cost of
-#: the calls a model actually makes
+#: path, decode on 4096 x 4096, 2^24 weights, the GEMV, M = 512 vec8 + cuBLAS): the host cost of
+#: the calls a model actually makes. (M = 256 takes fused_wgmma since the fourteenth session; its
+#: calls have no packed launcher yet, so they take the full path and are not timed here.)
 CASES: tuple[HostCase, ...] = (
     HostCase("decode M=1, 17408 x 5120", "fused_mma", 1, 17408, 5120),
     HostCase("decode M=1, 4096 x 4096", "gemv", 1, 4096, 4096),
     HostCase("decode M=8, 17408 x 5120", "fused_mma", 8, 17408, 5120),
     HostCase("M=64, 17408 x 5120", "fused_mma", 64, 17408, 5120),
-    HostCase("prefill M=256, 17408 x 5120", "prefill_vec8", 256, 17408, 5120),
+    HostCase("prefill M=512, 17408 x 5120", "prefill_vec8", 512, 17408, 5120),
 )
 
 

@@ -34,7 +34,7 @@ import nvfp4_kernels
 from nvfp4_kernels.model import PATH_NAMES, Policy
 
 #: Paths that add the bias in fp32 before their one rounding to T (docs/contract.md).
-SINGLE_ROUNDING_PATHS = ("gemv", "fused_mma")
+SINGLE_ROUNDING_PATHS = ("gemv", "fused_mma", "fused_wgmma")
 #: Outcomes that launch no kernel (the dispatcher announces them with these names).
 SHORTCUT_PATHS = ("empty", "bias_only")
 DTYPES = ("float16", "bfloat16")
@@ -115,6 +115,10 @@ def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, ali
             "fused_mma.m_in_range": m is not None and 1 <= m <= policy.fused_max_m,
             "fused_mma.block_size_16": block_size == 16,
             "fused_mma.k_mod_128": k % 128 == 0,
+            "fused_wgmma.m_in_range": m is not None and 1 <= m <= policy.wgmma_max_m,
+            "fused_wgmma.arch_sm90": sm is None or sm == 90,  # sm None: the CPU backend
+            "fused_wgmma.block_size_16": block_size == 16,
+            "fused_wgmma.k_mod_128": k % 128 == 0,
         })
     outcomes.update({
         "prefill_vec8.k_mod_8": k % 8 == 0,
@@ -314,15 +318,34 @@ MATRIX: tuple[ShapeCase, ...] = (
         "one row tile, 16 K steps: the H200 split-K structure (4 splits)", bias=True),
     _mm("fused-misaligned-b", (12,), 16, 128, 16, "bfloat16", "fused_mma",
         "misaligned B does not matter to the fused path (vec8's aligned guard false)", misaligned="b"),
-    # fused_mma guards false one at a time -> prefill_vec8
-    _mm("vec8-m129", (129,), 16, 128, 16, "float16", "prefill_vec8",
-        "M = 129, K % 128 == 0: fused_mma.m_in_range false under the default policy (fused_max_m = 128)"),
+    # fused_wgmma: fused_max_m < M <= wgmma_max_m (256), a Hopper GPU or the CPU backend, block 16,
+    # K % 128 == 0; the plan of tiling.wgmma_plan (whole 128-row tiles, the rest split in K)
+    _mm("wgmma-m129", (129,), 16, 128, 16, "float16", "fused_wgmma",
+        "M = 129, K % 128 == 0: fused_mma.m_in_range false under the default policy (fused_max_m = 128), "
+        "the first M fused_wgmma takes"),
+    _mm("wgmma-m256-edge", (256,), 24, 256, 16, "bfloat16", "fused_wgmma",
+        "M = 256 = wgmma_max_m: the last M it takes, one 256-row activation tile", bias=True),
+    _mm("wgmma-lead-2x75-tail", (2, 75), 200, 384, 16, "float16", "fused_wgmma",
+        "A [2, 75, K]; N = 200: two 128-row tiles, the second partial, K split in 3 (the plan for 2 tiles)",
+        bias=True),
+    _mm("wgmma-whole-tiles-and-split", (130,), 16966, 256, 16, "bfloat16", "fused_wgmma",
+        "N = 132 x 128 + 70: one whole wave of 132 tiles in one block each, the left-over partial tile split "
+        "in 2 (the plan's two kinds of tile in one call)", bias=True),
+    _mm("wgmma-m1-fused-off", (1,), 16, 256, 16, "bfloat16", "fused_wgmma",
+        "gemv_max_m = 0 and fused_max_m = 0: fused_wgmma takes decode M", policy=Policy(gemv_max_m=0, fused_max_m=0)),
+    _mm("wgmma-misaligned-b", (140,), 16, 128, 16, "bfloat16", "fused_wgmma",
+        "misaligned B does not matter to fused_wgmma (vec8's aligned guard false)", misaligned="b"),
+    # fused_mma and fused_wgmma guards false one at a time -> prefill_vec8
+    _mm("vec8-m129-wgmma-off", (129,), 16, 128, 16, "float16", "prefill_vec8",
+        "M = 129 with wgmma_max_m = 0: fused_mma.m_in_range and fused_wgmma.m_in_range false",
+        policy=Policy(wgmma_max_m=0)),
     _mm("vec8-m257", (257,), 16, 128, 16, "bfloat16", "prefill_vec8",
-        "M = 257 with fused_max_m = 256: past the fused kernel's own limit", policy=FUSED_FULL_POLICY),
+        "M = 257 with fused_max_m = 256: past both fused kernels' own limit", policy=FUSED_FULL_POLICY),
     _mm("vec8-m16-bs32-k128", (16,), 16, 128, 32, "float16", "prefill_vec8",
-        "M = 16, K % 128 == 0 but block 32: fused_mma.block_size_16 false"),
+        "M = 16, K % 128 == 0 but block 32: fused_mma.block_size_16 and fused_wgmma.block_size_16 false"),
     _mm("vec8-fused-disabled", (9,), 16, 128, 16, "bfloat16", "prefill_vec8",
-        "policy fused_max_m = 0 turns the fused path off", policy=Policy(fused_max_m=0)),
+        "policy fused_max_m = 0 and wgmma_max_m = 0 turn both fused paths off",
+        policy=Policy(fused_max_m=0, wgmma_max_m=0)),
     # gemv guards false one at a time -> prefill_vec8 (K % 128 != 0 refuses fused)
     _mm("vec8-m9", (9,), 32, 64, 16, "float16", "prefill_vec8", "M = 9 with gemv_max_m = 8: gemv.m_in_range false"),
     _mm("vec8-m1-k40", (1,), 16, 40, 16, "bfloat16", "prefill_vec8",
@@ -383,6 +406,9 @@ MATRIX: tuple[ShapeCase, ...] = (
         "CUDA B view one byte off, still GEMV", misaligned="b", gpu_only=True),
     _mm("gpu-fused-misaligned-b", (24,), 64, 256, 16, "bfloat16", "fused_mma",
         "CUDA B view one byte off, still fused (launched on an aligned copy)", misaligned="b", gpu_only=True),
+    _mm("gpu-wgmma-misaligned-b", (200,), 64, 256, 16, "float16", "fused_wgmma",
+        "CUDA B view one byte off, still fused_wgmma (launched on an aligned copy)", misaligned="b",
+        gpu_only=True),
 )
 
 

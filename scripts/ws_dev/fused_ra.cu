@@ -41,7 +41,7 @@
 
 namespace {
 
-using namespace wsdev;  // NOLINT: the shared helpers of hopper_async.cuh
+using namespace nvfp4::hopper;  // NOLINT: the shared helpers of hopper_async.cuh
 using nvfp4::build_table;
 using nvfp4::DecodeTable;
 using nvfp4::e4m3x2_to_f32;

@@ -86,7 +86,7 @@ __device__ long long g_ws_trace[256][16];
 
 namespace {
 
-using namespace wsdev;  // NOLINT: the shared helpers of hopper_async.cuh
+using namespace nvfp4::hopper;  // NOLINT: the shared helpers of hopper_async.cuh
 using nvfp4::build_table;
 using nvfp4::decode_word;
 using nvfp4::DecodeTable;

@@ -1,6 +1,6 @@
-// Hopper asynchronous-copy and warpgroup-MMA helpers shared by the dev kernels fused_ws.cu and
-// fused_ra.cu (sm_90a): shared-memory barriers, TMA loads of a 2-D tensor map, wgmma fences and
-// waits, the K-major 128-byte-swizzle descriptor, and the host's tensor map of the activations.
+// Hopper asynchronous-copy and warpgroup-MMA helpers (sm_90a) of fused_wgmma.cu and of the dev
+// kernels in scripts/ws_dev: shared-memory barriers, TMA loads of a 2-D tensor map, wgmma fences
+// and waits, the K-major 128-byte-swizzle descriptor, and the host's tensor map of the activations.
 #pragma once
 
 #include <cuda.h>
@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace wsdev {
+namespace nvfp4::hopper {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -80,4 +80,4 @@ inline cudaError_t encode_act_map(CUtensorMap* map, const void* a, bool bf16, in
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-}  // namespace wsdev
+}  // namespace nvfp4::hopper

@@ -1,0 +1,377 @@
+// The fused_wgmma path: NVFP4 matmul for medium M (up to 256 activation rows) on Hopper warpgroup
+// MMAs (wgmma, sm_90a), each weight decoded once, straight into the register A operand.
+//
+// Y = A @ W^T (+ bias), block size 16, K % 128 == 0, the contract's row-major packed weight
+// [n, k/2] and scale bytes [n, k/16]. Why this shape (benchmarks/NOTES.md, 2026-12-04): at M >= 128
+// the mma.sync kernel (fused_mma.cu) decodes every weight once per 64 activation rows and
+// prefill writes and re-reads a bf16 copy of the weights; a kernel that passes decoded weights
+// through shared memory is held by those stores. Here no decoded weight touches shared memory.
+//
+// A block owns 128 weight rows (two warpgroups of 64) and up to 256 activation rows, and walks its
+// split's 128-value K steps:
+// - thread 0 copies each step's activations by TMA (two K-half boxes of 256 rows x 64 values,
+//   128-byte swizzle: a wgmma B operand as it lands; rows past M are zero-filled) into a ring of
+//   kStages stages, kStages - 1 steps ahead; each warpgroup releases a stage when its wgmmas
+//   that read it are complete;
+// - every thread loads the 64 packed bytes and 8 scale bytes of its two weight rows of the next
+//   step from global memory (the four lanes of a quad load the same row; L1 serves the repeats),
+//   gathers with byte permutes the 16 bytes whose codes its m16n8k16 A fragments hold (lane t of
+//   a quad: the bytes b with b % 4 == t, natural K order), decodes them with the table decode of
+//   mma_decode.cuh (the exact multiply form where a block's scale leaves the table's range) and
+//   its warpgroup runs wgmma.m64n256k16 with A from registers and B by descriptor;
+// - the K loop is pipelined by half steps: half 0 of step s is decoded while half 1 of step
+//   s - 1 runs (two fragment buffers, wgmma.wait_group 1).
+//
+// Bits: each k16 wgmma adds the 16 products of K = 16 j .. 16 j + 15 of a step (j = 0..7 in
+// order) to the fp32 accumulators, steps in order from +0.0. The K split is the host's plan
+// (nvfp4_kernels.tiling.wgmma_plan): the first `whole_tiles` row tiles of 128 take every step in
+// one block; the remaining tiles are split into `splits` equal step ranges whose fp32 partials the
+// finalize kernel sums in split order from +0.0 before adding the bias and rounding once. So the
+// bits depend on the plan, which depends only on (n, k) and the GPU's SM count.
+#include <type_traits>
+
+#include "hopper_async.cuh"
+#include "mma_decode.cuh"
+#include "wgmma_rs256.cuh"
+
+namespace nvfp4 {
+namespace {
+
+constexpr int kWgStepK = 128;
+constexpr int kWgActRows = 256;                        // activation rows a block (wgmma N)
+constexpr int kWgRows = 128;                           // weight rows a block: two warpgroups of 64
+constexpr int kWgThreads = 256;
+constexpr int kWgStages = 3;                           // activation stages (64 KB each)
+constexpr int kWgActStageBytes = kWgActRows * kWgStepK * 2;
+constexpr int kWgSmemBytes = kWgStages * kWgActStageBytes + 16 * kWgStages + 1024;
+
+// Byte c of each of four words n0..n3 -> one word (the quad gather; sel = c | (c + 4) << 4).
+__device__ __forceinline__ uint32_t gather_bytes(uint32_t n0, uint32_t n1, uint32_t n2, uint32_t n3, uint32_t sel) {
+  return prmt(prmt(n0, n1, sel), prmt(n2, n3, sel), 0x5410u);
+}
+
+// Word w (natural signs: code i in nibble i) -> four A-fragment registers: codes 0-3 (k16 tile 2q)
+// through table ta, codes 4-7 (tile 2q + 1) through tb.
+__device__ __forceinline__ void decode_word_two_tables(uint32_t w, const DecodeTable& ta, const DecodeTable& tb,
+                                                       uint32_t r[4]) {
+  const uint32_t mag = w & 0x77777777u;
+  const uint32_t mag47 = mag >> 16;
+  const uint32_t w4 = w << 4;  // the signs of even codes move to bit 7 of their byte
+  const uint32_t sign03 = prmt(w4, w, kSelPair01) & 0x80808080u;
+  const uint32_t sign47 = prmt(w4, w, kSelPair23) & 0x80808080u;
+  const uint32_t lo03 = prmt(ta.lo03, ta.lo47, mag), hi03 = prmt(ta.hi03, ta.hi47, mag) ^ sign03;
+  const uint32_t lo47 = prmt(tb.lo03, tb.lo47, mag47), hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ sign47;
+  interleave_bytes(lo03, hi03, lo47, hi47, r);
+}
+
+// The exact form for blocks outside the table's range: codes 0-3 with scale s0, 4-7 with s1
+// (decode_word's two forms, as fused_mma.cu chooses them).
+template <typename T>
+__device__ __forceinline__ void decode_word_multiply(uint32_t w, float s0, float s1, uint32_t r[4]) {
+  uint32_t lo[4], hi[4];
+  const float b0 = s0 * pow2_14(), b1 = s1 * pow2_14();
+  const float inf = __uint_as_float(0x7F800000u);
+  if (fabsf(b0) == inf && fabsf(s0) != inf) {
+    decode_word<T, false>(w & 0xFFFFu, s0, lo);
+  } else {
+    decode_word<T, true>(w & 0xFFFFu, b0, lo);
+  }
+  if (fabsf(b1) == inf && fabsf(s1) != inf) {
+    decode_word<T, false>(w >> 16, s1, hi);
+  } else {
+    decode_word<T, true>(w >> 16, b1, hi);
+  }
+  r[0] = lo[0], r[1] = lo[1], r[2] = hi[0], r[3] = hi[1];
+}
+
+struct WgmmaPlan {
+  int whole_tiles;  // leading 128-row tiles that take every step in one block
+  int tiles;        // all 128-row tiles
+  int splits;       // K splits of each remaining tile
+  int per_split;    // steps per split
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kWgThreads, 1)
+nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
+                         const float* __restrict__ g_ptr, const unsigned short* __restrict__ bias,
+                         unsigned short* __restrict__ out, float* __restrict__ partial, int m, int n, int k,
+                         int m_tiles, WgmmaPlan plan, const __grid_constant__ CUtensorMap act_map) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace hopper;  // NOLINT: barriers, TMA and wgmma helpers
+  allow_dependent_launch();
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t act_full = base + kWgStages * kWgActStageBytes;  // kWgStages, then kWgStages act_empty
+  const uint32_t act_empty = act_full + 8 * kWgStages;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid >> 7, ct = tid & 127, warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  const int total_steps = k / kWgStepK;
+  // this block's (row tile, activation tile, K split) under the plan
+  int block = static_cast<int>(blockIdx.x), n_tile, split = 0, step0 = 0, steps = total_steps;
+  const int whole_blocks = plan.whole_tiles * m_tiles;
+  const int m_tile = block % m_tiles;
+  float* part = nullptr;  // this block's partial sums, [m][n - col0], when its tile is split
+  int col0 = 0;
+  if (block < whole_blocks) {
+    n_tile = block / m_tiles;
+  } else {
+    block -= whole_blocks;
+    const int split_tiles = plan.tiles - plan.whole_tiles;
+    n_tile = plan.whole_tiles + (block / m_tiles) % split_tiles;
+    split = block / (m_tiles * split_tiles);
+    step0 = split * plan.per_split;
+    steps = max(0, min(step0 + plan.per_split, total_steps) - step0);
+    if (plan.splits > 1) {
+      col0 = plan.whole_tiles * kWgRows;
+      part = partial + static_cast<int64_t>(split) * m * (n - col0);
+    }
+  }
+  const int n0 = n_tile * kWgRows;
+  const int m0 = m_tile * kWgActRows;
+  if (tid == 0) {
+    for (int i = 0; i < kWgStages; ++i) {
+      mbar_init(act_full + 8 * i, 1);
+      mbar_init(act_empty + 8 * i, 2);  // both warpgroups release a stage
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  auto load_act = [&](int s_load) {  // thread 0 only
+    const int stage = s_load % kWgStages;
+    const uint32_t dst = base + stage * kWgActStageBytes, bar = act_full + 8 * stage;
+    mbar_expect_tx(bar, kWgActStageBytes);
+    tma_load_2d(dst, &act_map, (step0 + s_load) * kWgStepK, m0, bar);
+    tma_load_2d(dst + kWgActStageBytes / 2, &act_map, (step0 + s_load) * kWgStepK + 64, m0, bar);
+  };
+  if (tid == 0) {
+    for (int s = 0; s < kWgStages - 1 && s < steps; ++s) load_act(s);
+  }
+  // this thread's weight rows: g and g + 8 of its warp's 16; rows past n read nothing (zero codes
+  // and scale bytes, whose products never reach the output)
+  const int row0 = n0 + 64 * wg + 16 * warp + g, row1 = row0 + 8;
+  const bool ok0 = row0 < n, ok1 = row1 < n;
+  const int64_t row_bytes = k / 2;
+  const uint4* p0 = reinterpret_cast<const uint4*>(packed + (ok0 ? row0 : 0) * row_bytes + step0 * 64);
+  const uint4* p1 = reinterpret_cast<const uint4*>(packed + (ok1 ? row1 : 0) * row_bytes + step0 * 64);
+  const uint2* q0 = reinterpret_cast<const uint2*>(scales + (ok0 ? row0 : 0) * static_cast<int64_t>(k / 16) + step0 * 8);
+  const uint2* q1 = reinterpret_cast<const uint2*>(scales + (ok1 ? row1 : 0) * static_cast<int64_t>(k / 16) + step0 * 8);
+  const uint32_t sel = static_cast<uint32_t>(t) | (static_cast<uint32_t>(t + 4) << 4);
+  uint4 w0[4], w1[4];  // the step's 64 bytes of rows 0 and 1
+  uint2 c0, c1;        // their 8 scale bytes
+  auto load_raw = [&](int s_load) {
+    const uint4 z4 = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      w0[i] = ok0 ? __ldg(p0 + 4 * s_load + i) : z4;
+      w1[i] = ok1 ? __ldg(p1 + 4 * s_load + i) : z4;
+    }
+    c0 = ok0 ? __ldg(q0 + s_load) : make_uint2(0, 0);
+    c1 = ok1 ? __ldg(q1 + s_load) : make_uint2(0, 0);
+  };
+  const float gs = __ldg(g_ptr);
+  float acc[128];
+#pragma unroll
+  for (int x = 0; x < 128; ++x) acc[x] = 0.f;
+  if (steps > 0) load_raw(0);
+  // half h of the step: words 2 h, 2 h + 1 of the gathered bytes of both rows (natural bytes
+  // 32 h .. 32 h + 31), scale blocks 4 h .. 4 h + 3 -> the A fragments of k16 tiles 4 h .. 4 h + 3
+  auto decode_half = [&](int h, uint32_t (&af)[4][4]) {
+    const uint4 *r0 = w0 + 2 * h, *r1 = w1 + 2 * h;
+    const uint32_t wr0[2] = {gather_bytes(r0[0].x, r0[0].y, r0[0].z, r0[0].w, sel),
+                             gather_bytes(r0[1].x, r0[1].y, r0[1].z, r0[1].w, sel)};
+    const uint32_t wr1[2] = {gather_bytes(r1[0].x, r1[0].y, r1[0].z, r1[0].w, sel),
+                             gather_bytes(r1[1].x, r1[1].y, r1[1].z, r1[1].w, sel)};
+    const uint32_t cb0 = h ? c0.y : c0.x, cb1 = h ? c1.y : c1.x;
+    float s0[4], s1[4];
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const float2 f0 = e4m3x2_to_f32(b == 0 ? cb0 : cb0 >> 16);
+      const float2 f1 = e4m3x2_to_f32(b == 0 ? cb1 : cb1 >> 16);
+      s0[2 * b] = f0.x * gs, s0[2 * b + 1] = f0.y * gs;
+      s1[2 * b] = f1.x * gs, s1[2 * b + 1] = f1.y * gs;
+    }
+    bool all_table = true;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) all_table &= table_ok<T>(s0[i]) & table_ok<T>(s1[i]);
+#pragma unroll
+    for (int qq = 0; qq < 2; ++qq) {
+      uint32_t f0[4], f1[4];
+      if (all_table) {
+        decode_word_two_tables(wr0[qq], build_table<T>(s0[2 * qq]), build_table<T>(s0[2 * qq + 1]), f0);
+        decode_word_two_tables(wr1[qq], build_table<T>(s1[2 * qq]), build_table<T>(s1[2 * qq + 1]), f1);
+      } else {
+        decode_word_multiply<T>(wr0[qq], s0[2 * qq], s0[2 * qq + 1], f0);
+        decode_word_multiply<T>(wr1[qq], s1[2 * qq], s1[2 * qq + 1], f1);
+      }
+      af[2 * qq][0] = f0[0], af[2 * qq][1] = f1[0], af[2 * qq][2] = f0[1], af[2 * qq][3] = f1[1];
+      af[2 * qq + 1][0] = f0[2], af[2 * qq + 1][1] = f1[2], af[2 * qq + 1][2] = f0[3], af[2 * qq + 1][3] = f1[3];
+    }
+  };
+  // Step s - 1's activation stage is released once its second half is complete; thread 0 then
+  // loads step s + kWgStages - 1 into it, once both warpgroups have released it.
+  uint32_t full_phase = 0, empty_phase = 0;
+  int full_stage = 0, empty_stage = 0;
+  uint32_t a_lo[4][4], a_hi[4][4];
+  for (int s = 0; s < steps; ++s) {
+    if (s > 0) wgmma_wait_one();  // half 0 of step s - 1 is complete: a_lo is free
+    decode_half(0, a_lo);
+    mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations have landed
+    const uint32_t as = base + full_stage * kWgActStageBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) WgmmaRS<T, 256>::run(acc, a_lo[j], desc_sw128(as + j * 32));
+    wgmma_commit();
+    if (s > 0) {
+      wgmma_wait_one();  // step s - 1 is complete: a_hi and its activation stage are free
+      if (ct == 0) mbar_arrive(act_empty + 8 * ((full_stage + kWgStages - 1) % kWgStages));
+    }
+    if (tid == 0 && s + kWgStages - 1 < steps) {  // into step s - 1's stage (at s = 0 the unused one)
+      if (s > 0) {
+        mbar_wait(act_empty + 8 * empty_stage, empty_phase);
+        if (++empty_stage == kWgStages) empty_stage = 0, empty_phase ^= 1u;
+      }
+      load_act(s + kWgStages - 1);
+    }
+    __syncwarp();  // warp 0 converged again before its next warpgroup-wide (.aligned) wgmma
+    decode_half(1, a_hi);
+    if (s + 1 < steps) load_raw(s + 1);  // in flight while this step's wgmmas run
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) WgmmaRS<T, 256>::run(acc, a_hi[j], desc_sw128(as + kWgActStageBytes / 2 + j * 32));
+    wgmma_commit();
+    if (++full_stage == kWgStages) full_stage = 0, full_phase ^= 1u;
+  }
+  wgmma_wait_all();
+#pragma unroll
+  for (int x = 0; x < 128; ++x) fence_acc(acc[x]);
+  // D fragment: acc[4 i + c] = weight row 16 warp + g + 8 (c >> 1) of the warpgroup's 64,
+  // activation row 8 i + 2 t + (c & 1)
+  const int part_cols = n - col0;
+#pragma unroll
+  for (int x = 0; x < 128; ++x) {
+    const int i8 = x >> 2, c = x & 3;
+    const int nn = n0 + 64 * wg + 16 * warp + g + 8 * (c >> 1);
+    const int mm = m0 + 8 * i8 + 2 * t + (c & 1);
+    if (mm < m && nn < n) {
+      float v = acc[x];
+      if (part != nullptr) {
+        part[static_cast<int64_t>(mm) * part_cols + (nn - col0)] = v;
+      } else {
+        if (bias != nullptr) v += OutT<T>::to_f32(bias[nn]);
+        out[static_cast<int64_t>(mm) * n + nn] = OutT<T>::one(v);
+      }
+    }
+  }
+#else
+  __trap();  // built without sm_90a code: the launcher refuses other GPUs before this can run
+#endif
+}
+
+// The split tiles' epilogue: columns col0..n-1 of the output, their `splits` fp32 partials summed
+// in split order from +0.0, the bias added in fp32, one rounding (the finalize kernel's order).
+template <typename T>
+__global__ void nvfp4_wgmma_splitk_finalize_kernel(const float* __restrict__ partial,
+                                                   const unsigned short* __restrict__ bias,
+                                                   unsigned short* __restrict__ out, int m, int n, int col0,
+                                                   int splits) {
+  wait_for_prerequisite_grid();
+  const int cols = n - col0;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t total = static_cast<int64_t>(m) * cols;
+  if (idx >= total) return;
+  float sum = 0.f;
+  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
+  const int nn = col0 + static_cast<int>(idx % cols);
+  if (bias != nullptr) sum += OutT<T>::to_f32(bias[nn]);
+  out[(idx / cols) * n + nn] = OutT<T>::one(sum);
+}
+
+template <typename T>
+cudaError_t launch_wgmma_finalize(const float* partial, const unsigned short* bias, unsigned short* out, int m,
+                                  int n, int col0, int splits, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(m) * (n - col0);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>((total + 255) / 256));
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  cudaLaunchAttribute dependent[1];
+  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = dependent;
+  config.numAttrs = 1;
+  const cudaError_t err = cudaLaunchKernelEx(&config, nvfp4_wgmma_splitk_finalize_kernel<T>, partial, bias, out, m,
+                                             n, col0, splits);
+  if (err != cudaSuccess) cudaGetLastError();
+  return err;
+}
+
+template <typename T>
+cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                         void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
+                         cudaStream_t stream) {
+  const auto kernel = nvfp4_fused_wgmma_kernel<T>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes);
+  if (err != cudaSuccess) return err;
+  CUtensorMap act_map{};
+  err = hopper::encode_act_map(&act_map, a, std::is_same_v<T, __nv_bfloat16>, m, k, kWgActRows);
+  if (err != cudaSuccess) return err;
+  const int m_tiles = (m + kWgActRows - 1) / kWgActRows;
+  const int64_t blocks = (static_cast<int64_t>(plan.whole_tiles) +
+                          static_cast<int64_t>(plan.tiles - plan.whole_tiles) * plan.splits) * m_tiles;
+  const bool split = plan.whole_tiles < plan.tiles && plan.splits > 1;
+  kernel<<<static_cast<unsigned>(blocks), kWgThreads, kWgSmemBytes, stream>>>(
+      static_cast<const uint8_t*>(packed), static_cast<const uint8_t*>(scales), static_cast<const float*>(g),
+      static_cast<const unsigned short*>(bias), static_cast<unsigned short*>(out), split ? workspace : nullptr, m, n,
+      k, m_tiles, plan, act_map);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || !split) return err;
+  return launch_wgmma_finalize<T>(workspace, static_cast<const unsigned short*>(bias),
+                                  static_cast<unsigned short*>(out), m, n, plan.whole_tiles * kWgRows, plan.splits,
+                                  stream);
+}
+
+bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+}  // namespace nvfp4
+
+extern "C" {
+
+// Weight rows a block of the fused_wgmma kernel owns (its row tile); the host's plan counts tiles
+// of this many rows (nvfp4_kernels.tiling.wgmma_plan).
+int nvfp4_fused_wgmma_tile_rows() { return nvfp4::kWgRows; }
+
+// a: [m, k] fp16/bf16, 16-byte aligned (a TMA source); packed: [n, k/2] row-major, 16-byte
+// aligned; scales: [n, k/16], 8-byte aligned; g: one fp32 in device memory; bias: [n] or null;
+// out: [m, n]; 1 <= m <= 256, k % 128 == 0. The plan: the first whole_tiles tiles of 128 rows take
+// every K step in one block, the rest are split into `splits` ranges of ceil((k / 128) / splits)
+// steps each; then workspace holds splits * m * (n - 128 whole_tiles) fp32 partials. Needs an
+// sm_90 GPU (the kernel is built for sm_90a only); elsewhere the launch fails with CUDA's error.
+int nvfp4_launch_fused_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                             void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
+                             int32_t whole_tiles, int32_t splits, cudaStream_t stream) {
+  using nvfp4::aligned_to;
+  const int64_t steps = k / nvfp4::kWgStepK;
+  const int64_t tiles = (n + nvfp4::kWgRows - 1) / nvfp4::kWgRows;
+  if (a == nullptr || packed == nullptr || scales == nullptr || g == nullptr || out == nullptr || m < 1 ||
+      m > nvfp4::kWgActRows || n < 1 || n > (int64_t{1} << 30) || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK ||
+      k > (int64_t{1} << 30) || whole_tiles < 0 || whole_tiles > tiles || splits < 1 || splits > steps ||
+      !aligned_to(a, 16) || !aligned_to(packed, 16) || !aligned_to(scales, 8)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const bool split = whole_tiles < tiles && splits > 1;
+  if (split && workspace == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  const int per = static_cast<int>((steps + splits - 1) / splits);
+  // equal ranges with none empty: the plan's splits must be ceil(steps / per)
+  if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
+  const nvfp4::WgmmaPlan plan{whole_tiles, static_cast<int>(tiles), splits, per};
+  const cudaError_t err =
+      out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, m,
+                                                    static_cast<int>(n), static_cast<int>(k), plan, stream)
+               : nvfp4::launch_wgmma<__half>(a, packed, scales, g, bias, out, workspace, m, static_cast<int>(n),
+                                             static_cast<int>(k), plan, stream);
+  return static_cast<int>(err);
+}
+
+}  // extern "C"
