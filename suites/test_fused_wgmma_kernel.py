@@ -16,8 +16,9 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)", allow_module_level=True)
-if torch.cuda.get_device_capability(0) != (9, 0):
-    pytest.skip(f"the fused_wgmma kernel is built for sm_90a; this GPU is sm_{''.join(map(str, torch.cuda.get_device_capability(0)))}",
+_CAPABILITY = torch.cuda.get_device_capability(0)
+if _CAPABILITY != (9, 0):
+    pytest.skip(f"the fused_wgmma kernel is built for sm_90a; this GPU is sm_{_CAPABILITY[0]}{_CAPABILITY[1]}",
                 allow_module_level=True)
 
 from nvfp4_kernels import cuda_backend  # noqa: E402

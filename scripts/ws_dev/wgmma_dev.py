@@ -50,7 +50,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     import torch
     from nvfp4_harness.nvfp4.shapes import matmul_error_bound, oracle_dequantize
-    from nvfp4_kernels import cuda_backend, nvfp4_matmul, Policy
+    from nvfp4_kernels import Policy, cuda_backend, nvfp4_matmul
 
     sys.path.insert(0, str(HERE))
     import ra_dev
@@ -199,11 +199,12 @@ def main() -> int:
         for m in (int(x) for x in args.ms.split(",")):
             a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
-            cublas_us = ws_dev.timer(lambda: torch.matmul(a, w_bf16.t()), flush)
+            cublas_us = ws_dev.timer(lambda a=a, w=w_bf16: torch.matmul(a, w.t()), flush)
             prefill_us = ws_dev.timer(ws_dev.prefill_call(p, s, g, a, o, w_scratch), flush)
             forced = Policy(force_path="fused_mma", fused_max_m=256)
-            fused_us = ws_dev.timer(lambda: nvfp4_matmul(a, p, s, g, 16, policy=forced), flush)
-            times = {f"{wh}/{sp}": ws_dev.timer(lambda: wg(a, p, s, g, None, o, wh, sp), flush)
+            fused_us = ws_dev.timer(lambda a=a, p=p, s=s, g=g: nvfp4_matmul(a, p, s, g, 16, policy=forced), flush)
+            times = {f"{wh}/{sp}": ws_dev.timer(lambda a=a, p=p, s=s, g=g, o=o, wh=wh, sp=sp:
+                                                wg(a, p, s, g, None, o, wh, sp), flush)
                      for wh, sp in plans_for(n, k)}
             best = min(times, key=times.get)
             speed.append({"n": n, "k": k, "m": m, "cublas_bf16_us": cublas_us, "prefill_vec8_us": prefill_us,
