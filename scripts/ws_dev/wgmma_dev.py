@@ -202,7 +202,7 @@ def main() -> int:
             cublas_us = ws_dev.timer(lambda a=a, w=w_bf16: torch.matmul(a, w.t()), flush)
             prefill_us = ws_dev.timer(ws_dev.prefill_call(p, s, g, a, o, w_scratch), flush)
             forced = Policy(force_path="fused_mma", fused_max_m=256)
-            fused_us = ws_dev.timer(lambda a=a, p=p, s=s, g=g: nvfp4_matmul(a, p, s, g, 16, policy=forced), flush)
+            fused_us = ws_dev.timer(lambda a=a, p=p, s=s, g=g, f=forced: nvfp4_matmul(a, p, s, g, 16, policy=f), flush)
             times = {f"{wh}/{sp}": ws_dev.timer(lambda a=a, p=p, s=s, g=g, o=o, wh=wh, sp=sp:
                                                 wg(a, p, s, g, None, o, wh, sp), flush)
                      for wh, sp in plans_for(n, k)}
