@@ -59,7 +59,8 @@ PYTEST_COMMAND = ("-m", "pytest", "-m", "dispatch", "-x", "-q", "-p", "no:cachep
 #: the GPU suites that pin the CUDA kernels' bits and bounds (GPU mutants run these)
 GPU_PYTEST_COMMAND = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "gpu",
                       "suites/test_fused_paths_bits.py", "suites/test_cuda_kernels.py",
-                      "suites/test_operator_hashes.py", "suites/test_layout_gpu.py")
+                      "suites/test_operator_hashes.py", "suites/test_layout_gpu.py",
+                      "suites/test_fused_wgmma_kernel.py")
 #: where a copy's mutant libraries are built (NVFP4_BUILD_DIR of its suite runs)
 GPU_BUILD_DIR = "_gpu_build"
 _IGNORED = (".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info",
@@ -155,6 +156,39 @@ MUTATIONS: tuple[Mutation, ...] = (
 #: Bugs planted in the CUDA sources, for ``--gpu``. Each names the GPU test meant to catch it.
 GPU_MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
+        "wgmma-tail-tile-dropped", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma: the row-tile count rounds down, so the last partial 128-row tile of N is never computed",
+        "  const int64_t tiles = (n + nvfp4::kWgRows - 1) / nvfp4::kWgRows;\n",
+        "  const int64_t tiles = n / nvfp4::kWgRows > 0 ? n / nvfp4::kWgRows : 1;\n"),
+    Mutation(
+        "wgmma-partial-step-dropped", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma: a split block's step count stops one short of K, dropping the last 128 values",
+        "    steps = max(0, min(step0 + plan.per_split, total_steps) - step0);\n",
+        "    steps = max(0, min(step0 + plan.per_split, total_steps - 1) - step0);\n"),
+    Mutation(
+        "wgmma-scale-index-slip", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma: row g of a warp decodes each half step with the other half's four scale bytes",
+        "    const uint32_t cb0 = h ? c0.y : c0.x, cb1 = h ? c1.y : c1.x;\n",
+        "    const uint32_t cb0 = h ? c0.x : c0.y, cb1 = h ? c1.y : c1.x;\n"),
+    Mutation(
+        "wgmma-sign-lost", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma's table decode drops the signs of codes 4..7 of every word (negative zeros and "
+        "negative weights come out positive)",
+        "hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ sign47;",
+        "hi47 = prmt(tb.hi03, tb.hi47, mag47);"),
+    Mutation(
+        "wgmma-overflow-path-dropped", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma: the exact two-multiply form is never taken for codes 0..3 (s * 2^14 overflowing fp32 "
+        "gives inf)",
+        "  if (fabsf(b0) == inf && fabsf(s0) != inf) {",
+        "  if (false) {"),
+    Mutation(
+        "wgmma-split-columns-shifted", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma: a split tile's partials are written at the whole output's columns instead of the "
+        "split tiles' own, so the finalize kernel sums other rows' partials",
+        "      col0 = plan.whole_tiles * kWgRows;\n",
+        "      col0 = 0;\n"),
+    Mutation(
         "fused-tail-tile-dropped", "kernels/cuda/fused_mma.cu",
         "fused_mma: the row-tile count rounds down, so the last partial tile of N is never computed",
         "  const int n_tiles = (n + TL::kRows - 1) / TL::kRows;\n",
@@ -227,8 +261,8 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "finalize-wait-dropped", "kernels/cuda/mma_decode.cuh",
         "the split-K finalize kernel, launched as its split kernel's programmatic dependent, reads the "
         "partials without waiting for that kernel to complete (a race: it may sum partials not yet written)",
-        "  wait_for_prerequisite_grid();\n  const int64_t idx",
-        "  const int64_t idx"),
+        "  wait_for_prerequisite_grid();\n  const int64_t cols",
+        "  const int64_t cols"),
     Mutation(
         "last-block-order-reversed", "kernels/cuda/fused_mma.cu",
         "fused_mma's in-launch last-block sum adds the splits' partials last split first",

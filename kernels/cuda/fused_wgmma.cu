@@ -50,24 +50,27 @@ __device__ __forceinline__ uint32_t gather_bytes(uint32_t n0, uint32_t n1, uint3
   return prmt(prmt(n0, n1, sel), prmt(n2, n3, sel), 0x5410u);
 }
 
-// Word w (natural signs: code i in nibble i) -> four A-fragment registers: codes 0-3 (k16 tile 2q)
-// through table ta, codes 4-7 (tile 2q + 1) through tb.
+// Word w -> four A-fragment registers: codes 0-3 (k16 tile 2q) through table ta, codes 4-7 (tile
+// 2q + 1) through tb. PLACED: the word's signs are where place_signs (mma_decode.cuh) puts them,
+// as in the dev re-layout; otherwise natural (code i's sign at bit 4 i + 3).
+template <bool PLACED>
 __device__ __forceinline__ void decode_word_two_tables(uint32_t w, const DecodeTable& ta, const DecodeTable& tb,
                                                        uint32_t r[4]) {
   const uint32_t mag = w & 0x77777777u;
   const uint32_t mag47 = mag >> 16;
   const uint32_t w4 = w << 4;  // the signs of even codes move to bit 7 of their byte
-  const uint32_t sign03 = prmt(w4, w, kSelPair01) & 0x80808080u;
-  const uint32_t sign47 = prmt(w4, w, kSelPair23) & 0x80808080u;
+  const uint32_t sign03 = (PLACED ? w : prmt(w4, w, kSelPair01)) & 0x80808080u;
+  const uint32_t sign47 = (PLACED ? w4 : prmt(w4, w, kSelPair23)) & 0x80808080u;
   const uint32_t lo03 = prmt(ta.lo03, ta.lo47, mag), hi03 = prmt(ta.hi03, ta.hi47, mag) ^ sign03;
   const uint32_t lo47 = prmt(tb.lo03, tb.lo47, mag47), hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ sign47;
   interleave_bytes(lo03, hi03, lo47, hi47, r);
 }
 
 // The exact form for blocks outside the table's range: codes 0-3 with scale s0, 4-7 with s1
-// (decode_word's two forms, as fused_mma.cu chooses them).
-template <typename T>
-__device__ __forceinline__ void decode_word_multiply(uint32_t w, float s0, float s1, uint32_t r[4]) {
+// (decode_word's two forms, as fused_mma.cu chooses them); PLACED as above.
+template <typename T, bool PLACED>
+__device__ __forceinline__ void decode_word_multiply(uint32_t placed_or_natural, float s0, float s1, uint32_t r[4]) {
+  const uint32_t w = PLACED ? unplace_signs(placed_or_natural) : placed_or_natural;
   uint32_t lo[4], hi[4];
   const float b0 = s0 * pow2_14(), b1 = s1 * pow2_14();
   const float inf = __uint_as_float(0x7F800000u);
@@ -91,7 +94,11 @@ struct WgmmaPlan {
   int per_split;    // steps per split
 };
 
-template <typename T>
+// RELAYOUT = false: the contract's row-major weights (the library's launch). RELAYOUT = true: the
+// dev measurement's one-time re-layout (scripts/ws_dev/ra_dev.py: lane t's 16 bytes of a row and
+// step hold exactly its fragments' codes, signs placed; scale bytes tile-contiguous), which the
+// library does not launch yet.
+template <typename T, bool RELAYOUT>
 __global__ void __launch_bounds__(kWgThreads, 1)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                          const float* __restrict__ g_ptr, const unsigned short* __restrict__ bias,
@@ -151,37 +158,59 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   // and scale bytes, whose products never reach the output)
   const int row0 = n0 + 64 * wg + 16 * warp + g, row1 = row0 + 8;
   const bool ok0 = row0 < n, ok1 = row1 < n;
-  const int64_t row_bytes = k / 2;
-  const uint4* p0 = reinterpret_cast<const uint4*>(packed + (ok0 ? row0 : 0) * row_bytes + step0 * 64);
-  const uint4* p1 = reinterpret_cast<const uint4*>(packed + (ok1 ? row1 : 0) * row_bytes + step0 * 64);
-  const uint2* q0 = reinterpret_cast<const uint2*>(scales + (ok0 ? row0 : 0) * static_cast<int64_t>(k / 16) + step0 * 8);
-  const uint2* q1 = reinterpret_cast<const uint2*>(scales + (ok1 ? row1 : 0) * static_cast<int64_t>(k / 16) + step0 * 8);
+  // a row's bytes of step s: row-major, the 64 packed bytes (every lane of a quad loads them all)
+  // and 8 scale bytes at K/2 and K/16 bytes a row; re-layout, the lane's own 16 bytes in a 4 KB
+  // piece per 64-row tile and step, and the tile's 512 scale bytes per step
+  constexpr int kLoads = RELAYOUT ? 1 : 4;       // 16-byte loads a row and step
+  constexpr int kPackedStep = RELAYOUT ? 256 : 4;  // in uint4 a step
+  constexpr int kScaleStep = RELAYOUT ? 64 : 1;    // in uint2 a step
+  auto packed_at = [&](int64_t row) {
+    return reinterpret_cast<const uint4*>(
+        RELAYOUT ? packed + ((row >> 6) * total_steps + step0) * 4096 + (row & 63) * 64 + t * 16
+                 : packed + row * (k / 2) + step0 * 64);
+  };
+  auto scales_at = [&](int64_t row) {
+    return reinterpret_cast<const uint2*>(
+        RELAYOUT ? scales + ((row >> 6) * total_steps + step0) * 512 + (row & 63) * 8
+                 : scales + row * (k / 16) + step0 * 8);
+  };
+  const uint4 *p0 = packed_at(ok0 ? row0 : 0), *p1 = packed_at(ok1 ? row1 : 0);
+  const uint2 *q0 = scales_at(ok0 ? row0 : 0), *q1 = scales_at(ok1 ? row1 : 0);
   const uint32_t sel = static_cast<uint32_t>(t) | (static_cast<uint32_t>(t + 4) << 4);
-  uint4 w0[4], w1[4];  // the step's 64 bytes of rows 0 and 1
-  uint2 c0, c1;        // their 8 scale bytes
+  uint4 w0[kLoads], w1[kLoads];  // the step's bytes of rows 0 and 1
+  uint2 c0, c1;                  // their 8 scale bytes
   auto load_raw = [&](int s_load) {
     const uint4 z4 = make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      w0[i] = ok0 ? __ldg(p0 + 4 * s_load + i) : z4;
-      w1[i] = ok1 ? __ldg(p1 + 4 * s_load + i) : z4;
+    for (int i = 0; i < kLoads; ++i) {
+      w0[i] = ok0 ? __ldg(p0 + kPackedStep * s_load + i) : z4;
+      w1[i] = ok1 ? __ldg(p1 + kPackedStep * s_load + i) : z4;
     }
-    c0 = ok0 ? __ldg(q0 + s_load) : make_uint2(0, 0);
-    c1 = ok1 ? __ldg(q1 + s_load) : make_uint2(0, 0);
+    c0 = ok0 ? __ldg(q0 + kScaleStep * s_load) : make_uint2(0, 0);
+    c1 = ok1 ? __ldg(q1 + kScaleStep * s_load) : make_uint2(0, 0);
   };
   const float gs = __ldg(g_ptr);
   float acc[128];
 #pragma unroll
   for (int x = 0; x < 128; ++x) acc[x] = 0.f;
   if (steps > 0) load_raw(0);
-  // half h of the step: words 2 h, 2 h + 1 of the gathered bytes of both rows (natural bytes
-  // 32 h .. 32 h + 31), scale blocks 4 h .. 4 h + 3 -> the A fragments of k16 tiles 4 h .. 4 h + 3
+  // the lane's words 2 h and 2 h + 1 of a row: row-major, gathered from the row's natural bytes
+  // 32 h .. 32 h + 31; re-layout, as loaded
+  auto lane_words = [&](const uint4 (&w)[kLoads], int h, uint32_t (&out)[2]) {
+    if constexpr (RELAYOUT) {
+      out[0] = h ? w[0].z : w[0].x, out[1] = h ? w[0].w : w[0].y;
+    } else {
+      const uint4* r = w + 2 * h;
+      out[0] = gather_bytes(r[0].x, r[0].y, r[0].z, r[0].w, sel);
+      out[1] = gather_bytes(r[1].x, r[1].y, r[1].z, r[1].w, sel);
+    }
+  };
+  // half h of the step: words 2 h, 2 h + 1 of both rows, scale blocks 4 h .. 4 h + 3 -> the A
+  // fragments of k16 tiles 4 h .. 4 h + 3
   auto decode_half = [&](int h, uint32_t (&af)[4][4]) {
-    const uint4 *r0 = w0 + 2 * h, *r1 = w1 + 2 * h;
-    const uint32_t wr0[2] = {gather_bytes(r0[0].x, r0[0].y, r0[0].z, r0[0].w, sel),
-                             gather_bytes(r0[1].x, r0[1].y, r0[1].z, r0[1].w, sel)};
-    const uint32_t wr1[2] = {gather_bytes(r1[0].x, r1[0].y, r1[0].z, r1[0].w, sel),
-                             gather_bytes(r1[1].x, r1[1].y, r1[1].z, r1[1].w, sel)};
+    uint32_t wr0[2], wr1[2];
+    lane_words(w0, h, wr0);
+    lane_words(w1, h, wr1);
     const uint32_t cb0 = h ? c0.y : c0.x, cb1 = h ? c1.y : c1.x;
     float s0[4], s1[4];
 #pragma unroll
@@ -198,11 +227,11 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     for (int qq = 0; qq < 2; ++qq) {
       uint32_t f0[4], f1[4];
       if (all_table) {
-        decode_word_two_tables(wr0[qq], build_table<T>(s0[2 * qq]), build_table<T>(s0[2 * qq + 1]), f0);
-        decode_word_two_tables(wr1[qq], build_table<T>(s1[2 * qq]), build_table<T>(s1[2 * qq + 1]), f1);
+        decode_word_two_tables<RELAYOUT>(wr0[qq], build_table<T>(s0[2 * qq]), build_table<T>(s0[2 * qq + 1]), f0);
+        decode_word_two_tables<RELAYOUT>(wr1[qq], build_table<T>(s1[2 * qq]), build_table<T>(s1[2 * qq + 1]), f1);
       } else {
-        decode_word_multiply<T>(wr0[qq], s0[2 * qq], s0[2 * qq + 1], f0);
-        decode_word_multiply<T>(wr1[qq], s1[2 * qq], s1[2 * qq + 1], f1);
+        decode_word_multiply<T, RELAYOUT>(wr0[qq], s0[2 * qq], s0[2 * qq + 1], f0);
+        decode_word_multiply<T, RELAYOUT>(wr1[qq], s1[2 * qq], s1[2 * qq + 1], f1);
       }
       af[2 * qq][0] = f0[0], af[2 * qq][1] = f1[0], af[2 * qq][2] = f0[1], af[2 * qq][3] = f1[1];
       af[2 * qq + 1][0] = f0[2], af[2 * qq + 1][1] = f1[2], af[2 * qq + 1][2] = f0[3], af[2 * qq + 1][3] = f1[3];
@@ -268,49 +297,11 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 #endif
 }
 
-// The split tiles' epilogue: columns col0..n-1 of the output, their `splits` fp32 partials summed
-// in split order from +0.0, the bias added in fp32, one rounding (the finalize kernel's order).
-template <typename T>
-__global__ void nvfp4_wgmma_splitk_finalize_kernel(const float* __restrict__ partial,
-                                                   const unsigned short* __restrict__ bias,
-                                                   unsigned short* __restrict__ out, int m, int n, int col0,
-                                                   int splits) {
-  wait_for_prerequisite_grid();
-  const int cols = n - col0;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t total = static_cast<int64_t>(m) * cols;
-  if (idx >= total) return;
-  float sum = 0.f;
-  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
-  const int nn = col0 + static_cast<int>(idx % cols);
-  if (bias != nullptr) sum += OutT<T>::to_f32(bias[nn]);
-  out[(idx / cols) * n + nn] = OutT<T>::one(sum);
-}
-
-template <typename T>
-cudaError_t launch_wgmma_finalize(const float* partial, const unsigned short* bias, unsigned short* out, int m,
-                                  int n, int col0, int splits, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(m) * (n - col0);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((total + 255) / 256));
-  config.blockDim = dim3(256);
-  config.stream = stream;
-  cudaLaunchAttribute dependent[1];
-  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = dependent;
-  config.numAttrs = 1;
-  const cudaError_t err = cudaLaunchKernelEx(&config, nvfp4_wgmma_splitk_finalize_kernel<T>, partial, bias, out, m,
-                                             n, col0, splits);
-  if (err != cudaSuccess) cudaGetLastError();
-  return err;
-}
-
-template <typename T>
+template <typename T, bool RELAYOUT = false>
 cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
                          cudaStream_t stream) {
-  const auto kernel = nvfp4_fused_wgmma_kernel<T>;
+  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes);
   if (err != cudaSuccess) return err;
   CUtensorMap act_map{};
@@ -326,9 +317,9 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
       k, m_tiles, plan, act_map);
   err = cudaGetLastError();
   if (err != cudaSuccess || !split) return err;
-  return launch_wgmma_finalize<T>(workspace, static_cast<const unsigned short*>(bias),
-                                  static_cast<unsigned short*>(out), m, n, plan.whole_tiles * kWgRows, plan.splits,
-                                  stream);
+  return launch_splitk_finalize<T>(workspace, static_cast<const unsigned short*>(bias),
+                                   static_cast<unsigned short*>(out), m, n, plan.splits, stream,
+                                   plan.whole_tiles * kWgRows);
 }
 
 bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }

@@ -253,31 +253,37 @@ __device__ __forceinline__ void wait_for_prerequisite_grid() {
 namespace {  // one copy per translation unit: each kernel file registers its own
 
 // Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
-// Launched as the split kernel's programmatic dependent, it reads no partial before that kernel
-// has completed (wait_for_prerequisite_grid).
+// It covers output columns col0..n-1 (all of them for the GEMV and fused_mma; fused_wgmma's plan
+// splits only its left-over row tiles), their partials [splits][m][n - col0]. Launched as the
+// split kernel's programmatic dependent, it reads no partial before that kernel has completed
+// (wait_for_prerequisite_grid).
 template <typename T>
 __global__ void nvfp4_splitk_finalize_kernel(const float* __restrict__ partial,
                                              const unsigned short* __restrict__ bias,
-                                             unsigned short* __restrict__ out, int m, int n, int splits) {
+                                             unsigned short* __restrict__ out, int m, int n, int splits, int col0) {
   wait_for_prerequisite_grid();
+  const int64_t cols = n - col0;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t total = static_cast<int64_t>(m) * n;
+  const int64_t total = static_cast<int64_t>(m) * cols;
   if (idx >= total) return;
   float sum = 0.f;
   for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
-  if (bias != nullptr) sum += OutT<T>::to_f32(bias[idx % n]);
-  out[idx] = OutT<T>::one(sum);
+  const int64_t row = idx / cols;
+  const int nn = col0 + static_cast<int>(idx - row * cols);
+  if (bias != nullptr) sum += OutT<T>::to_f32(bias[nn]);
+  out[row * n + nn] = OutT<T>::one(sum);
 }
 
 }  // namespace
 
-// Launch the epilogue over the [m, n] output: ``partial`` holds splits * m * n fp32 sums written
-// by the kernel launched just before on ``stream``, whose programmatic dependent it is (see
-// allow_dependent_launch): the same sums in the same order, started earlier.
+// Launch the epilogue over columns col0..n-1 of the [m, n] output (default: all): ``partial``
+// holds splits * m * (n - col0) fp32 sums written by the kernel launched just before on
+// ``stream``, whose programmatic dependent it is (see allow_dependent_launch): the same sums in
+// the same order, started earlier.
 template <typename T>
 cudaError_t launch_splitk_finalize(const float* partial, const unsigned short* bias, unsigned short* out, int m,
-                                   int n, int splits, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(m) * n;
+                                   int n, int splits, cudaStream_t stream, int col0 = 0) {
+  const int64_t total = static_cast<int64_t>(m) * (n - col0);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>((total + 255) / 256));
   config.blockDim = dim3(256);
@@ -288,7 +294,7 @@ cudaError_t launch_splitk_finalize(const float* partial, const unsigned short* b
   config.attrs = dependent;
   config.numAttrs = 1;
   const cudaError_t err = cudaLaunchKernelEx(&config, nvfp4_splitk_finalize_kernel<T>, partial, bias, out, m, n,
-                                             splits);
+                                             splits, col0);
   if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind, as the <<<>>> path did
   return err;
 }

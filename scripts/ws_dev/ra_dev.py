@@ -1,5 +1,6 @@
 # ruff: noqa: B023  (each timed lambda runs inside the iteration that defines it)
-"""Development check of the register-A wgmma kernel (scripts/ws_dev/fused_ra.cu) on an H200: its
+"""Development check of the register-A wgmma kernel on its dev re-layout (scripts/ws_dev/fused_ra.cu,
+the library's fused_wgmma kernel with the re-layout loader) on an H200: its
 weight re-layout, correctness (the same bits run to run, against float64, and whether its bits
 equal the -DWS_SS build of fused_ws.cu at the same split count, which sums the same k16 groups),
 the identity readout at 256 rows, then times beside the -DWS_SS build, prefill (vec8 + cuBLAS),
@@ -9,7 +10,7 @@ cuBLAS bf16 and the same-run copy (L2 flushed, CUDA events, median of 21). Not t
     python scripts/ws_dev/ra_dev.py --out DIR --prebuild      (on the CPU machine: nvcc builds
         kernels/_build/ws/ra/libra.so, which a device call carries; the -DWS_SS build comes from
         ws_dev.py --prebuild --ss)
-    python scripts/ws_dev/ra_dev.py --out DIR [--ms 128,256] [--libs libra.so,libra_pipelined.so] [--smoke]
+    python scripts/ws_dev/ra_dev.py --out DIR [--ms 128,256] [--libs libra.so] [--smoke]
         (the checks run on the first library; every one is timed)
 """
 
@@ -88,7 +89,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.prebuild:
-        print("built", build(out), build(out, ("-DRA_PIPELINED",), PREBUILT.parent / "libra_pipelined.so"))
+        print("built", build(out))
         return 0
     import torch
     from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half, kernel_bytes

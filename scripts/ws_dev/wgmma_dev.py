@@ -4,7 +4,7 @@ reads its own one-time re-layout) at the same split counts, the balanced plans' 
 uniform plans', the identity readout at 256 rows, and the speed of every plan on the bench's two
 large shapes beside cuBLAS bf16, prefill and fused_mma in the same run (L2 flushed, medians).
 
-    python scripts/ws_dev/ra_dev.py --out DIR --prebuild       # here: libra_pipelined.so
+    python scripts/ws_dev/ra_dev.py --out DIR --prebuild       # here: libra.so
     python scripts/ws_dev/wgmma_dev.py --out DIR [--smoke]     # on the H200
 """
 
@@ -51,6 +51,7 @@ def main() -> int:
     import torch
     from nvfp4_harness.nvfp4.shapes import matmul_error_bound, oracle_dequantize
     from nvfp4_kernels import Policy, cuda_backend, nvfp4_matmul
+    from nvfp4_kernels.tiling import wgmma_plan
 
     sys.path.insert(0, str(HERE))
     import ra_dev
@@ -61,7 +62,7 @@ def main() -> int:
     vp, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
     lib.nvfp4_launch_fused_wgmma.restype = ctypes.c_int
     lib.nvfp4_launch_fused_wgmma.argtypes = [vp, vp, vp, vp, vp, vp, vp, i32, i64, i64, i32, i32, i32, vp]
-    work = {"buf": torch.empty(1, dtype=torch.float32, device=dev)}
+    work = {name: torch.empty(1, dtype=torch.float32, device=dev) for name in ("buf", "ra")}
 
     def wg(a, p, s, g, bias, o, whole: int, splits: int) -> None:
         m, k = a.shape
@@ -85,20 +86,25 @@ def main() -> int:
         torch.cuda.synchronize()
         print("smoke launch done")
         return 0
-    ra = ctypes.CDLL(str(ra_dev.PREBUILT.parent / "libra_pipelined.so"))
+    ra = ctypes.CDLL(str(ra_dev.PREBUILT))
     ra.nvfp4ra_launch.restype = ctypes.c_int
     ra.nvfp4ra_launch.argtypes = [vp, vp, vp, vp, vp, vp, vp, i32, i32, i32, i32, i32, vp]
+    ra.nvfp4ra_launch_plan.restype = ctypes.c_int
+    ra.nvfp4ra_launch_plan.argtypes = [vp, vp, vp, vp, vp, vp, vp, i32, i32, i32, i32, i32, i32, vp]
     from nvfp4_kernels import layout
 
-    def ra_call(a, pr, st, g, bias, o, splits):
+    def ra_call(a, pr, st, g, bias, o, splits, whole=0):
         m, k = a.shape
         n = o.shape[1]
-        buf = torch.empty(max(1, splits * m * n), dtype=torch.float32, device=dev)
-        err = ra.nvfp4ra_launch(a.data_ptr(), pr.data_ptr(), st.data_ptr(), g.data_ptr(),
-                                None if bias is None else bias.data_ptr(), o.data_ptr(), buf.data_ptr(), m, n, k,
-                                int(a.dtype == torch.bfloat16), splits, torch.cuda.current_stream().cuda_stream)
+        need = max(1, splits * m * n)
+        if work["ra"].numel() < need:
+            work["ra"] = torch.empty(need, dtype=torch.float32, device=dev)
+        err = ra.nvfp4ra_launch_plan(a.data_ptr(), pr.data_ptr(), st.data_ptr(), g.data_ptr(),
+                                     None if bias is None else bias.data_ptr(), o.data_ptr(), work["ra"].data_ptr(),
+                                     m, n, k, int(a.dtype == torch.bfloat16), whole, splits,
+                                     torch.cuda.current_stream().cuda_stream)
         if err:
-            raise RuntimeError(f"nvfp4ra_launch: {err}")
+            raise RuntimeError(f"nvfp4ra_launch_plan: {err}")
 
     report: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     failures, rows = [], []
@@ -193,6 +199,8 @@ def main() -> int:
     for n, k in ((17408, 5120), (5120, 17408)):
         packed, scales = ws_dev.make(n, k, 1)
         p, s = ws_dev.to_dev(packed), ws_dev.to_dev(scales)
+        _, st = layout.tile_weights(p, s)
+        pr = ws_dev.to_dev(ra_dev.ra_layout(packed))
         g = torch.tensor([0.0123], dtype=torch.float32, device=dev)
         w_bf16 = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
         w_scratch = torch.empty((n, k), dtype=torch.bfloat16, device=dev)
@@ -207,11 +215,16 @@ def main() -> int:
                                                 wg(a, p, s, g, None, o, wh, sp), flush)
                      for wh, sp in plans_for(n, k)}
             best = min(times, key=times.get)
+            whole, splits = wgmma_plan(n, k)
+            relayout_us = ws_dev.timer(lambda a=a, g=g, o=o, pr=pr, st=st, sp=splits, wh=whole:
+                                       ra_call(a, pr, st, g, None, o, sp, wh), flush)
             speed.append({"n": n, "k": k, "m": m, "cublas_bf16_us": cublas_us, "prefill_vec8_us": prefill_us,
-                          "fused_mma_us": fused_us, "wgmma_us": times, "best_plan": best})
+                          "fused_mma_us": fused_us, "wgmma_us": times, "best_plan": best,
+                          "relayout_library_plan_us": relayout_us})
             lines.append(f"{n}x{k} M={m:3d}: cuBLAS {cublas_us:6.2f} prefill {prefill_us:6.2f} fused_mma "
                          f"{fused_us:6.2f} | " + " ".join(f"{key}={v:6.2f}" for key, v in times.items())
-                         + f" -> best {best} {times[best] / cublas_us:4.2f}x cuBLAS")
+                         + f" -> best {best} {times[best] / cublas_us:4.2f}x cuBLAS | re-layout at {whole}/{splits} "
+                         f"{relayout_us:6.2f} = {relayout_us / cublas_us:4.2f}x")
     report["speed"] = speed
     (out / "wgmma_dev.json").write_text(json.dumps(report, indent=1))
     for line in lines:
