@@ -56,6 +56,8 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_fused_launch_occupancy": (ctypes.c_int, [_I32, _I32, _I32]),
     "nvfp4_fused_block_warps": (ctypes.c_int, [_I32, _I64, _I32, _I32]),
     "nvfp4_launch_fused_wgmma": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _I32, _P]),
+    "nvfp4_launch_fused_wgmma_tiled": (ctypes.c_int,
+                                       [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _I32, _P]),
     "nvfp4_fused_wgmma_tile_rows": (ctypes.c_int, []),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),
@@ -479,12 +481,17 @@ def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None,
 
 
 def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
-                plan: tuple[int, int] | None = None) -> None:
+                plan: tuple[int, int] | None = None, fragment_ordered: tuple[Any, ...] | None = None) -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused_wgmma kernel (Hopper, sm_90): 1 <= M <= 256,
     block_size 16, K % 128 == 0, the contract's row-major weight. fp32 accumulation; the bias is
     added in fp32 before the single rounding. ``plan`` (whole_tiles, splits) defaults to
     :func:`nvfp4_kernels.tiling.wgmma_plan` for the shape and the GPU's multiprocessors; it sets
-    the summation order, so the bits of a shape are pinned per GPU and plan."""
+    the summation order, so the bits of a shape are pinned per GPU and plan.
+
+    ``fragment_ordered``: ``packed`` and ``scales`` in the fragment-ordered layout
+    (:func:`nvfp4_kernels.layout.wgmma_weights`, or the first two items of what
+    :func:`nvfp4_kernels.layout.registered` hands out for "fused_wgmma"); the kernel reads those
+    instead, with the same bits (``packed`` and ``scales`` still give the shape and are checked)."""
     import torch
     from nvfp4_kernels.model import WGMMA_MAX_M
     from nvfp4_kernels.reference import FUSED_STEP_K
@@ -495,6 +502,18 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     if k == 0:
         raise ValueError("the fused_wgmma kernel needs K >= 128; K = 0 has no dot products (nvfp4_matmul returns "
                          "the bias for it, recorded as the shortcut bias_only)")
+    launch_name = "nvfp4_launch_fused_wgmma"
+    if fragment_ordered is not None:
+        from nvfp4_kernels import layout
+
+        if len(fragment_ordered) not in (2, 3):
+            raise ValueError(f"fragment_ordered must be (packed, scales[, scale_bytes]) from layout.wgmma_weights "
+                             f"or layout.registered(..., 'fused_wgmma'), got {len(fragment_ordered)} items")
+        packed, scales = fragment_ordered[0], fragment_ordered[1]  # the kernel reads these instead
+        layout.check_tiled(packed, scales, n, k, made_by="wgmma_weights")
+        _require_cuda("fragment-ordered packed", packed, out.device)
+        _require_cuda("fragment-ordered scales", scales, out.device)
+        launch_name = "nvfp4_launch_fused_wgmma_tiled"
     if n == 0:
         return
     index = out.device.index if out.device.index is not None else torch.cuda.current_device()
@@ -510,10 +529,10 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
         floats = splits * m * (n - whole * WGMMA_TILE_ROWS)
         workspace = splitk_buffers(index, _stream(out), floats, 0)[0]
     lib = _lib if _lib is not None else load_library()
-    err = lib.nvfp4_launch_fused_wgmma(_aligned(a, 16).data_ptr(), _aligned(packed, 16).data_ptr(),
-                                       _aligned(scales, 8).data_ptr(), g.data_ptr(),
-                                       None if bias is None else bias.data_ptr(), out.data_ptr(), workspace, m, n, k,
-                                       bf16, whole, splits, _stream(out))
+    err = getattr(lib, launch_name)(_aligned(a, 16).data_ptr(), _aligned(packed, 16).data_ptr(),
+                                    _aligned(scales, 8).data_ptr(), g.data_ptr(),
+                                    None if bias is None else bias.data_ptr(), out.data_ptr(), workspace, m, n, k,
+                                    bf16, whole, splits, _stream(out))
     if err:
         _check(err, KERNEL_NAMES["fused_wgmma"])
 

@@ -1,4 +1,4 @@
-"""The fused kernel's tile-contiguous weight layout: a one-time transform of packed weights and scales.
+"""The fused kernels' weight layouts: one-time transforms of packed weights and scales.
 
 The contract's packed weight is row-major, [N, K/2] bytes. The fused kernel reads it in 64-row
 tiles, 64 bytes per row and K step of 128 values, so in that layout each step of a tile is 64
@@ -19,13 +19,20 @@ everywhere; this is a transform a caller applies once per weight.
 
 Works on numpy arrays and torch tensors alike (the same reshape and transpose).
 
-:func:`register` makes the dispatcher use it: it tiles a weight once (on the weight's device) and
-keeps the copy beside the weight, which :func:`nvfp4_kernels.nvfp4_matmul` then hands to the fused
-kernel whenever it takes that path for the weight (its other paths read the row-major weight as
-before). Registration costs a second copy of the weight's bytes, as a runtime's load-time repack
+:func:`register` makes the dispatcher use it: it copies a weight once (on the weight's device)
+and keeps the copy beside the weight, which :func:`nvfp4_kernels.nvfp4_matmul` then hands to the
+fused kernel whenever it takes that path for the weight (its other paths read the row-major weight
+as before). Registration costs a second copy of the weight's bytes, as a runtime's load-time repack
 would if it kept the original; :func:`unregister` frees it. A weight changed in place after
 registration (another version counter, address or shape) is no longer matched: the call reads the
-row-major weight, and :func:`register` must be called again to tile the new values.
+row-major weight, and :func:`register` must be called again to copy the new values.
+
+The fused_wgmma path (Hopper) has a layout of its own, the fragment-ordered one
+(:func:`wgmma_weights`): the same 64-row tiles and 4 KB pieces, but each row's 128 codes of a step
+stored in the order its lanes hold them in their A fragments (:func:`fragment_order`), so a lane
+loads its 16 bytes with one instruction instead of loading the row's 64 and gathering. Its scale
+bytes are the tile-contiguous ones. :func:`register` keeps it beside the tile-contiguous copy on a
+Hopper GPU (``paths`` chooses which copies to keep; each costs the packed bytes once more).
 """
 
 from __future__ import annotations
@@ -164,17 +171,84 @@ def tiled_shapes(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return (tiles, steps, TILE_ROWS, _PACKED_PER_STEP), (tiles, steps, TILE_ROWS, _SCALES_PER_STEP)
 
 
-def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int) -> None:
-    """Raise unless the pair is uint8, contiguous and shaped as :func:`tile_weights` makes it for [n, k]."""
+def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int, made_by: str = "tile_weights") -> None:
+    """Raise unless the pair is uint8, contiguous and shaped as :func:`tile_weights` (or
+    :func:`wgmma_weights`, ``made_by``: the same shapes) makes it for [n, k]."""
     want_p, want_s = tiled_shapes(n, k)
     for name, x, want in (("packed", packed_tiles, want_p), ("scales", scales_tiles, want_s)):
         if tuple(x.shape) != want:
             raise ValueError(f"tiled {name} must be {list(want)} for an [{n}, {k}] weight "
-                             f"(nvfp4_kernels.layout.tile_weights), got {list(x.shape)}")
+                             f"(nvfp4_kernels.layout.{made_by}), got {list(x.shape)}")
         if str(x.dtype).rsplit(".", 1)[-1] != "uint8":
-            raise TypeError(f"tiled {name} must be uint8, got {x.dtype}")
+            raise TypeError(f"tiled {name} must be uint8 (nvfp4_kernels.layout.{made_by}), got {x.dtype}")
         if hasattr(x, "is_contiguous") and not x.is_contiguous():
-            raise ValueError(f"tiled {name} must be contiguous (tile_weights returns contiguous tensors)")
+            raise ValueError(f"tiled {name} must be contiguous ({made_by} returns contiguous tensors)")
+
+
+def fragment_order() -> list[int]:
+    """The fragment-ordered layout's order of one row's 128 codes in a K step: entry
+    ``32 t + 8 q + i`` is the K offset (in the step) of code i of word q of lane t.
+
+    Why: the fused_wgmma kernel's lane t of a quad holds, for each of the step's eight k16 MMAs
+    j, the codes at K = 16 j + 2 t + (0, 1, 8, 9) of its rows (the A fragment of m16n8k16 and of
+    wgmma with A from registers). In the row-major layout those are the bytes b with b % 4 == t,
+    so every lane loads the row's 64 bytes and picks its 16 with byte permutes; stored in this
+    order they are the lane's own 16 contiguous bytes, one 16-byte load (word q holds MMAs 2 q
+    and 2 q + 1, codes 0-3 and 4-7)."""
+    return [16 * (2 * q + i // 4) + 2 * t + (0, 1, 8, 9)[i % 4] for t in range(4) for q in range(4) for i in range(8)]
+
+
+def _codes(packed: Any) -> Any:
+    """Packed bytes [..., B] -> codes [..., 2 B] (byte j: code 2 j in the low nibble)."""
+    lo, hi = packed & 0xF, packed >> 4
+    both = _stack_bytes(packed, [lo, hi])
+    return both.reshape(*packed.shape[:-1], 2 * packed.shape[-1])
+
+
+def _bytes(codes: Any) -> Any:
+    """The inverse of :func:`_codes`."""
+    pairs = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 2, 2)
+    return pairs[..., 0] | (pairs[..., 1] << 4)
+
+
+def _reorder_steps(packed: Any, order: list[int]) -> Any:
+    """Each 128-code K step of every row of ``packed`` [rows, K/2] -> its codes in ``order``
+    (new code p is old code order[p])."""
+    rows, half = packed.shape
+    codes = _codes(packed).reshape(rows, (2 * half) // STEP_K, STEP_K)
+    if hasattr(codes, "permute"):  # torch: index on the tensor's device
+        import torch
+
+        index = torch.tensor(order, dtype=torch.long, device=codes.device)
+    else:
+        import numpy as np
+
+        index = np.asarray(order)
+    return _bytes(codes[..., index].reshape(rows, 2 * half))
+
+
+def wgmma_weights(packed: Any, scales: Any) -> tuple[Any, Any]:
+    """Row-major ``packed`` [N, K/2] and ``scales`` [N, K/16] (uint8) -> the fused_wgmma kernel's
+    fragment-ordered pair: the packed codes as :func:`tile_weights` stores them but with each
+    row's 128 codes of a step in :func:`fragment_order` (then the signs of every 4-byte word
+    placed, :func:`place_signs`), and the scales exactly as :func:`tile_weights` stores them. The
+    kernel reads every weight value once either way and gives the same bits
+    (``nvfp4_launch_fused_wgmma_tiled``)."""
+    n, _ = _check(packed, scales)
+    rows = -(-n // TILE_ROWS) * TILE_ROWS
+    reordered = _reorder_steps(_pad_rows(packed, rows), fragment_order())
+    return place_signs(_tile(reordered, _PACKED_PER_STEP)), _tile(_pad_rows(scales, rows), _SCALES_PER_STEP)
+
+
+def unwgmma_weights(packed_frag: Any, scales_tiles: Any, n: int) -> tuple[Any, Any]:
+    """The inverse of :func:`wgmma_weights` (drops the padding rows): for checking the transform."""
+    if packed_frag.ndim != 4 or scales_tiles.ndim != 4:
+        raise ValueError("fragment-ordered weights are 4-D: [tiles, K/128, 64, 64] and [tiles, K/128, 64, 8]")
+    inverse = [0] * STEP_K
+    for p, k in enumerate(fragment_order()):
+        inverse[k] = p
+    reordered = _untile(unplace_signs(packed_frag), n)
+    return _reorder_steps(reordered, inverse), _untile(scales_tiles, n)
 
 
 #: the scale bytes a range may span: positive, finite, non-zero E4M3 values (0x00 is zero, 0x7F
@@ -213,23 +287,36 @@ def check_scale_bytes(scale_bytes: Any) -> int:
     return scale_bytes
 
 
+#: the paths whose kernels read a registered weight's own copy, and the layout each reads
+REGISTERED_PATHS: dict[str, str] = {"fused_mma": "tile-contiguous (tile_weights)",
+                                    "fused_wgmma": "fragment-ordered (wgmma_weights)"}
+
+
 @dataclass
 class _Entry:
     """A registered weight: weak references to the row-major pair, what identified it when it was
-    tiled, the tiled copies and the range of its scale bytes."""
+    copied, the range of its scale bytes, and the copies kept for it: the tile-contiguous packed
+    codes (fused_mma), the fragment-ordered ones (fused_wgmma), each None where not kept, and the
+    tile-contiguous scale bytes both layouts share."""
 
     b_ref: Any
     scales_ref: Any
     stamp: tuple
-    packed_tiles: Any
+    packed_tiles: Any | None
+    packed_frag: Any | None
     scales_tiles: Any
     scale_bytes: int
 
+    def copy_for(self, path: str) -> TiledWeight | None:
+        packed = self.packed_tiles if path == "fused_mma" else self.packed_frag
+        return None if packed is None else TiledWeight(packed, self.scales_tiles, self.scale_bytes)
+
 
 class TiledWeight(NamedTuple):
-    """What :func:`registered` hands out: the tiled copies and the weight's scale-byte range
-    (:func:`scale_byte_range`), in the order :func:`nvfp4_kernels.cuda_backend.fused_mma` takes as
-    its ``tiled`` argument."""
+    """What :func:`registered` hands out: a path's copy of the packed codes, the tile-contiguous
+    scale bytes and the weight's scale-byte range (:func:`scale_byte_range`), in the order
+    :func:`nvfp4_kernels.cuda_backend.fused_mma` takes as its ``tiled`` argument
+    (:func:`nvfp4_kernels.cuda_backend.fused_wgmma` takes the first two as ``fragment_ordered``)."""
 
     packed: Any
     scales: Any
@@ -241,7 +328,7 @@ _lock = threading.Lock()
 
 
 def _stamp(b: Any, scales: Any) -> tuple:
-    """What must not change for a tiled copy to stay the weight's: addresses, shapes and version
+    """What must not change for a registered copy to stay the weight's: addresses, shapes and version
     counters (inference tensors keep none; their shapes and addresses stand in)."""
     def version(x: Any) -> int | None:
         try:
@@ -253,17 +340,33 @@ def _stamp(b: Any, scales: Any) -> tuple:
 
 
 def tiled_weight(packed: Any, scales: Any) -> TiledWeight:
-    """What :func:`register` keeps for a weight: :func:`tile_weights` of the pair and the range of
-    its scale bytes (:func:`scale_byte_range`), ready to pass as ``tiled`` to
+    """What :func:`register` keeps for a weight's fused_mma path: :func:`tile_weights` of the pair
+    and the range of its scale bytes (:func:`scale_byte_range`), ready to pass as ``tiled`` to
     :func:`nvfp4_kernels.cuda_backend.fused_mma` (the benchmark times the registered path this way)."""
     packed_tiles, scales_tiles = tile_weights(packed, scales)
     return TiledWeight(packed_tiles, scales_tiles, scale_byte_range(scales))
 
 
-def register(b: Any, weight_scale: Any) -> None:
-    """Tile the packed weight ``b`` [N, K/2] and its scales [N, K/16] (uint8 torch tensors on one
-    device) once, so that the fused path reads the tile-contiguous copy for them; the same bits,
-    a faster weight stream. Registering again re-tiles (after an in-place change)."""
+def default_paths(device: Any) -> tuple[str, ...]:
+    """The paths :func:`register` keeps a copy for when not told: fused_mma everywhere, and
+    fused_wgmma where its kernel runs (a CUDA device of compute capability 9.0, the path's
+    arch_sm90 guard)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0):
+        return ("fused_mma", "fused_wgmma")
+    return ("fused_mma",)
+
+
+def register(b: Any, weight_scale: Any, paths: tuple[str, ...] | list[str] | None = None) -> None:
+    """Copy the packed weight ``b`` [N, K/2] and its scales [N, K/16] (uint8 torch tensors on one
+    device) once into the layout each of ``paths`` reads fastest (:data:`REGISTERED_PATHS`), so
+    that the dispatcher hands that path the copy for this weight: the same bits, a faster weight
+    stream. ``paths`` defaults to :func:`default_paths` for the weight's device (on an H200 both
+    fused paths). Memory: each path's copy costs the packed bytes once more (N K / 2), and the
+    scale bytes (N K / 16) are copied once for all of them; register fewer paths to keep less.
+    Registering again replaces the copies (after an in-place change, or to change the paths)."""
     import torch
 
     if not isinstance(b, torch.Tensor) or not isinstance(weight_scale, torch.Tensor):
@@ -273,10 +376,20 @@ def register(b: Any, weight_scale: Any) -> None:
                         f"{weight_scale.dtype}")
     if b.device != weight_scale.device:
         raise ValueError(f"b and weight_scale must be on one device, got {b.device} and {weight_scale.device}")
-    tiled = tiled_weight(b.contiguous(), weight_scale.contiguous())
+    chosen = default_paths(b.device) if paths is None else tuple(paths)
+    unknown = [p for p in chosen if p not in REGISTERED_PATHS]
+    if unknown or not chosen:
+        raise ValueError(f"paths must name one or more of {sorted(REGISTERED_PATHS)} (the paths that read a "
+                         f"registered copy), got {paths!r}")
+    b_c, s_c = b.contiguous(), weight_scale.contiguous()
+    packed_tiles = packed_frag = None
+    if "fused_wgmma" in chosen:
+        packed_frag, scales_tiles = wgmma_weights(b_c, s_c)
+    if "fused_mma" in chosen:
+        packed_tiles, scales_tiles = tile_weights(b_c, s_c)
     key = id(b)
     entry = _Entry(weakref.ref(b, lambda _ref, key=key: _forget(key)), weakref.ref(weight_scale),
-                   _stamp(b, weight_scale), *tiled)
+                   _stamp(b, weight_scale), packed_tiles, packed_frag, scales_tiles, scale_byte_range(s_c))
     with _lock:
         _registry[key] = entry
     _forget_plans(b)
@@ -298,7 +411,7 @@ def _forget(key: int) -> None:
 
 
 def unregister(b: Any) -> bool:
-    """Drop ``b``'s tiled copy; True when there was one."""
+    """Drop ``b``'s copies; True when there were any."""
     with _lock:
         entry = _registry.get(id(b))
         if entry is None or entry.b_ref() is not b:
@@ -308,18 +421,21 @@ def unregister(b: Any) -> bool:
     return True
 
 
-def registered(b: Any, weight_scale: Any) -> TiledWeight | None:
-    """The tiled copies of a registered (``b``, ``weight_scale``) that still match them, with the
-    scales' byte range, else None."""
+def registered(b: Any, weight_scale: Any, path: str = "fused_mma") -> TiledWeight | None:
+    """``path``'s copy of a registered (``b``, ``weight_scale``) that still matches them, with the
+    shared scale bytes and their range; None when the weight is not registered, was changed in
+    place since (the stale copies are dropped), or was registered without ``path``."""
+    if path not in REGISTERED_PATHS:
+        raise ValueError(f"path must be one of {sorted(REGISTERED_PATHS)}, got {path!r}")
     if not _registry:
         return None
     entry = _registry.get(id(b))
     if entry is None or entry.b_ref() is not b or entry.scales_ref() is not weight_scale:
         return None
     if entry.stamp != _stamp(b, weight_scale):
-        # changed in place since it was tiled: the copy is stale, the row-major weight is read
+        # changed in place since it was copied: the copies are stale, the row-major weight is read
         with _lock:
             if _registry.get(id(b)) is entry:
                 del _registry[id(b)]
         return None
-    return TiledWeight(entry.packed_tiles, entry.scales_tiles, entry.scale_bytes)
+    return entry.copy_for(path)

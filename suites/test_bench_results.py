@@ -27,8 +27,9 @@ MARKDOWN = Path(os.environ.get("BENCH_MARKDOWN", REPO / "BENCHMARKS.md"))
 FILES = sorted(RESULTS_DIR.glob("*.json"))
 NONE_COMMITTED = f"no benchmark results committed under {RESULTS_DIR} yet (run python -m nvfp4_harness bench on a GPU)"
 
-KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "fused_mma_tiled",
-           "cublas_bf16", "prefill", "copy"}
+#: the matmul kernels that read the packed weights once
+ONE_PASS = {"gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "fused_wgmma_tiled"}
+KERNELS = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant", "cublas_bf16", "prefill", "copy"} | ONE_PASS
 DEQUANT = {"dequant_scalar", "dequant_vec8", "torch_compile_dequant"}
 ROW_KEYS = {"kernel": str, "M": (int, type(None)), "N": int, "K": int, "block_size": int, "dtype": str,
             "median_us": (int, float), "bytes": int, "copy_us": (int, float)}
@@ -53,7 +54,7 @@ def _minimum_bytes(kernel: str, m: int | None, n: int, k: int, bs: int) -> Fract
     if kernel in DEQUANT:
         return dequant
     assert m is not None, f"{kernel} row without M"
-    if kernel in ("gemv", "fused_mma", "fused_mma_tiled"):  # the packed weights read once, A read, Y written
+    if kernel in ONE_PASS:  # the packed weights read once, A read, Y written
         return Fraction(n * k, 2) + n * len(range(0, k, 16)) + 2 * m * k + 2 * m * n
     gemm = 2 * (m * k + n * k + m * n)
     if kernel == "cublas_bf16":
@@ -389,22 +390,25 @@ def test_the_split_models_cap_of_the_16_row_tile_is_what_the_committed_sweep_fav
     assert others == {key: tiling.fused_split_count(*key) for key in others}
 
 
-def test_the_tiled_fused_rows_run_the_row_major_rows_split_counts() -> None:
-    """fused_mma_tiled is the same kernel on tile-contiguous weights: wherever a committed run
-    timed it, it did so beside a fused_mma row of the same shape and M with the same K splits (the
-    same bits; suites/test_layout_gpu.py compares them), so the two columns compare like with like."""
+@pytest.mark.parametrize(("kernel", "registered", "setting"), [("fused_mma", "fused_mma_tiled", "splits"),
+                                                               ("fused_wgmma", "fused_wgmma_tiled", "plan")])
+def test_the_registered_rows_run_the_row_major_rows_plan(kernel: str, registered: str, setting: str) -> None:
+    """A registered-layout row (fused_mma_tiled, fused_wgmma_tiled) is the same kernel on its
+    path's copy of the weights: wherever a committed run timed it, it did so beside the row-major
+    row of the same shape and M with the same K splits or plan (the same bits;
+    suites/test_layout_gpu.py compares them), so the two columns compare like with like."""
     seen = 0
-    for path in FILES:
-        rows = [r for r in _load(path)["rows"] if r.get("section") == "paths" and "median_us" in r]
-        fused = {(r["N"], r["K"], r["M"]): r for r in rows if r["kernel"] == "fused_mma"}
+    for path in FILES + sorted((REPO / "benchmarks" / "experiments").glob("bench-*.json")):
+        rows = [r for r in _load(path).get("rows", []) if r.get("section") == "paths" and "median_us" in r]
+        row_major = {(r["N"], r["K"], r["M"]): r for r in rows if r["kernel"] == kernel}
         for r in rows:
-            if r["kernel"] == "fused_mma_tiled":
-                twin = fused.get((r["N"], r["K"], r["M"]))
-                assert twin is not None, f"{path.name}: fused_mma_tiled at {r['N']}x{r['K']} M={r['M']} alone"
-                assert r["splits"] == twin["splits"], (path.name, r["N"], r["K"], r["M"])
+            if r["kernel"] == registered:
+                twin = row_major.get((r["N"], r["K"], r["M"]))
+                assert twin is not None, f"{path.name}: {registered} at {r['N']}x{r['K']} M={r['M']} alone"
+                assert r[setting] == twin[setting], (path.name, r["N"], r["K"], r["M"])
                 seen += 1
     if not seen:
-        pytest.skip("no committed run timed fused_mma_tiled yet")
+        pytest.skip(f"no committed run timed {registered} yet")
 
 
 PROBES_2026_12_03 = "fused-m1-probes-and-streamed-weights-2026-12-03.json"

@@ -316,10 +316,14 @@ class ReferenceBackend:
 
 
     def fused_wgmma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                    bias: torch.Tensor | None, out: torch.Tensor) -> None:
+                    bias: torch.Tensor | None, out: torch.Tensor, fragment_ordered: tuple[Any, ...] | None = None
+                    ) -> None:
         from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
 
         n, k = packed.shape[0], 2 * packed.shape[1]
+        if fragment_ordered is not None:  # read the weight from the fragment-ordered copy, as the kernel does
+            layout.check_tiled(fragment_ordered[0], fragment_ordered[1], n, k, made_by="wgmma_weights")
+            packed, scales = layout.unwgmma_weights(fragment_ordered[0], fragment_ordered[1], n)
         whole, splits = wgmma_plan(n, k)
         result = reference.fused_wgmma(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None,
                                        whole_rows=min(n, whole * WGMMA_TILE_ROWS), splits=splits)

@@ -1,5 +1,6 @@
-"""The fused kernel on tile-contiguous weights (nvfp4_kernels.layout) gives the bits it gives on
-the contract's row-major weights, and the dispatcher hands it a registered weight's copy only
+"""The fused kernels on their registered layouts (nvfp4_kernels.layout: fused_mma on
+tile-contiguous weights, fused_wgmma on fragment-ordered ones) give the bits they give on the
+contract's row-major weights, and the dispatcher hands a kernel a registered weight's copy only
 while that copy matches the weight.
 
 The layout only changes where the kernel's copies read a step's bytes and where a word of codes
@@ -206,3 +207,93 @@ def test_every_launch_runs_at_the_occupancy_its_split_count_assumes(m: int) -> N
             else:
                 assert got == assumed, (m, tiled, last_block)
     assert lib.nvfp4_fused_launch_occupancy(0, 1, 0) < 0 and lib.nvfp4_fused_launch_occupancy(257, 0, 0) < 0
+
+
+# --- fused_wgmma on its fragment-ordered copy (Hopper) --------------------------------------------
+
+_HOPPER = torch.cuda.get_device_capability(0) == (9, 0)
+needs_hopper = pytest.mark.skipif(not _HOPPER, reason="the fused_wgmma kernel is built for sm_90a only")
+WGMMA = Policy(force_path="fused_wgmma", wgmma_max_m=256)
+#: (N, K): the fused_mma shapes, and one whose plan has whole tiles and split ones on a 132-SM GPU
+WGMMA_SHAPES = SHAPES + [(132 * 128 + 70, 256)]
+
+
+def _wgmma_plans(n: int, k: int) -> list[tuple[int, int] | None]:
+    """The default plan, every tile unsplit, every tile split in 3 (or fewer steps), and a mixed one."""
+    tiles, steps = -(-n // 128), k // 128
+    split = min(3, steps)
+    split = -(-steps // -(-steps // split))  # the equal non-empty ranges the launcher accepts
+    return [None, (tiles, 1), (0, split), (max(0, tiles - 1), split)]
+
+
+@needs_hopper
+@pytest.mark.parametrize(("n", "k"), WGMMA_SHAPES)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("g_value", [0.0123, 2.0 ** 110], ids=["table", "exact-overflow"])
+def test_fragment_ordered_weights_give_the_row_major_bits(n: int, k: int, dtype: str, g_value: float) -> None:
+    """g = 2^110 takes the exact form's slow path for the blocks with scale byte 0x7E (448 g 2^14
+    overflows fp32), as the row-major kernel does; the activations are scaled down to keep the
+    outputs finite."""
+    packed, scales, _ = _weights(n, k, n + 3 * k)
+    g = torch.tensor([g_value], dtype=torch.float32, device="cuda")
+    frag = layout.wgmma_weights(packed, scales)
+    tdt = getattr(torch, dtype)
+    bias = torch.randn(n, device="cuda").to(tdt)
+    for m in (1, 17, 100, 129, 256):
+        a = (torch.randn(m, k, device="cuda") * (1.0 if g_value < 1 else 2.0 ** -112)).to(tdt)
+        for plan in _wgmma_plans(n, k):
+            outs = []
+            for how in (None, frag):
+                out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
+                cuda_backend.fused_wgmma(a, packed, scales, g, bias if m % 2 else None, out, plan=plan,
+                                         fragment_ordered=how)
+                outs.append(_bits(out))
+            assert np.array_equal(outs[0], outs[1]), (m, plan)
+
+
+@needs_hopper
+def test_the_dispatcher_hands_fused_wgmma_its_registered_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    n, k = 1000, 2048
+    packed, scales, g = _weights(n, k, 15)
+    a = torch.randn(200, k, device="cuda").to(torch.bfloat16)
+    want = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA))
+    handed = []
+    real = cuda_backend.fused_wgmma
+    monkeypatch.setattr(cuda_backend, "fused_wgmma",
+                        lambda *args, **kw: handed.append(kw.get("fragment_ordered")) or real(*args, **kw))
+    try:
+        layout.register(packed, scales)  # on an H200 the default keeps fused_wgmma's copy
+        assert layout.default_paths(packed.device) == ("fused_mma", "fused_wgmma")
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), want)
+        assert handed[-1] is not None and handed[-1].packed is layout.registered(packed, scales, "fused_wgmma").packed
+        layout.register(packed, scales, paths=("fused_mma",))  # without it: the row-major weight
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), want)
+        assert handed[-1] is None
+        layout.register(packed, scales, paths=("fused_wgmma",))
+        packed[::5].bitwise_xor_(0x33)  # changed in place: the stale copy is not handed out
+        changed = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA))
+        assert handed[-1] is None and not np.array_equal(changed, want)
+        out = torch.empty(200, n, dtype=torch.bfloat16, device="cuda")
+        real(a, packed, scales, g, None, out)
+        assert np.array_equal(changed, _bits(out))
+    finally:
+        layout.unregister(packed)
+
+
+@needs_hopper
+def test_a_bad_fragment_ordered_copy_is_refused() -> None:
+    packed, scales, g = _weights(200, 1024, 16)
+    a = torch.randn(4, 1024, device="cuda").to(torch.bfloat16)
+    out = torch.empty(4, 200, dtype=torch.bfloat16, device="cuda")
+    frag = layout.wgmma_weights(packed, scales)
+    with pytest.raises(ValueError, match=r"layout\.wgmma_weights\), got"):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=(frag[0][:1], frag[1]))
+    with pytest.raises(ValueError, match="fragment_ordered must be"):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=(frag[0],))
+    with pytest.raises(TypeError, match="CUDA torch tensor"):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=(frag[0].cpu(), frag[1]))
+    # the library refuses what the kernel cannot take (cudaErrorInvalidValue), as the row-major launch does
+    err = cuda_backend.load_library().nvfp4_launch_fused_wgmma_tiled(
+        a.data_ptr(), frag[0].data_ptr(), frag[1].data_ptr(), g.data_ptr(), None, out.data_ptr(), None, 257, 200,
+        1024, 1, 2, 1, torch.cuda.current_stream().cuda_stream)
+    assert err == 1

@@ -13,7 +13,8 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
   PRMT lookups present;
 * fused_wgmma (sm_90a): warpgroup MMAs (HGMMA) with A from registers, the weights loaded with
   16-byte global loads straight into registers (no asynchronous copy, no shared-memory load of
-  an operand), no local memory, no CALL, and the table decode's PRMT lookups present;
+  an operand), no local memory, no CALL, and the table decode's PRMT lookups present; on the
+  fragment-ordered layout a quarter of the row-major kernel's 16-byte loads and fewer PRMTs;
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -235,10 +236,18 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
     chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
-    assert len(chosen) == 1, sorted(chosen)
+    # row-major weights and the fragment-ordered copy (nvfp4_launch_fused_wgmma_tiled)
+    by_layout = {re.search(r"fused_wgmma_kernelI\w+?Lb([01])EE", name).group(1): ins for name, ins in chosen.items()}
+    assert sorted(by_layout) == ["0", "1"] and len(chosen) == 2, sorted(chosen)
     for name, ins in chosen.items():
         assert check_wgmma(ins) == [], name
         assert sum("HGMMA" in i for i in ins) == 8, "two half steps of four k16 MMAs each"
+    # what the fragment-ordered layout is for: one 16-byte load per row and step where the
+    # row-major kernel makes four, and none of the quad's byte gathers
+    loads = {lay: sum(o.startswith("LDG.E.128") for o in opcodes(ins)) for lay, ins in by_layout.items()}
+    permutes = {lay: sum(o.startswith("PRMT") for o in opcodes(ins)) for lay, ins in by_layout.items()}
+    assert loads["0"] == 4 * loads["1"] > 0, loads
+    assert permutes["1"] < permutes["0"], permutes
 
 
 def test_wgmma_checker_reports_what_the_kernel_must_not_do(kernel_sass, bad_sass) -> None:

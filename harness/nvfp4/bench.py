@@ -448,25 +448,29 @@ class Runner:
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
         self.measure(kernel, section, m, ops.n, ops.k, verify, run, splits=splits)
 
-    def wgmma_row(self, ops: Operands, a: Any, section: str) -> None:
+    def wgmma_row(self, ops: Operands, a: Any, section: str, fragment_ordered: tuple[Any, ...] | None = None) -> None:
         """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), with the plan the
-        dispatcher uses (nvfp4_kernels.tiling.wgmma_plan)."""
+        dispatcher uses (nvfp4_kernels.tiling.wgmma_plan). With ``fragment_ordered``
+        (nvfp4_kernels.layout.wgmma_weights of the operands, what ``layout.register`` gives the
+        dispatcher for this path, made once before the rows) it reads that copy: kernel
+        ``fused_wgmma_tiled``, the same plan and bits."""
         from nvfp4_kernels.tiling import wgmma_plan
 
         m = a.shape[0]
-        out = self._poisoned((m, ops.n), 0x7FC9)
+        kernel = "fused_wgmma" if fragment_ordered is None else "fused_wgmma_tiled"
+        out = self._poisoned((m, ops.n), 0x7FC9 if fragment_ordered is None else 0x7FCA)
 
         def run() -> None:
-            self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out)
+            self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, fragment_ordered=fragment_ordered)
 
         def verify() -> str:
             self._need_backend()
             run()
-            return self.check_matmul(a, ops, out, f"fused_wgmma M={m}")
+            return self.check_matmul(a, ops, out, f"{kernel} M={m}")
 
         plan = wgmma_plan(ops.n, ops.k, self.torch.cuda.get_device_properties(self.device).multi_processor_count) \
             if self.device == "cuda" else wgmma_plan(ops.n, ops.k)  # a dry run: the H200's plan
-        self.measure("fused_wgmma", section, m, ops.n, ops.k, verify, run, plan=list(plan))
+        self.measure(kernel, section, m, ops.n, ops.k, verify, run, plan=list(plan))
 
     def _wgmma_runs_here(self) -> bool:
         """fused_wgmma's kernel is built for sm_90a only (its arch_sm90 guard); a dry run on the
@@ -477,11 +481,14 @@ class Runner:
 
     def path_rows(self, n: int, k: int, ms: Sequence[int], section: str = "paths") -> None:
         """Every path that can run each M (GEMV, fused_mma on row-major and on tile-contiguous
-        weights, fused_wgmma on a Hopper GPU, prefill) beside cuBLAS on bf16 weights."""
+        weights, fused_wgmma on a Hopper GPU on row-major and on fragment-ordered weights, prefill)
+        beside cuBLAS on bf16 weights."""
         from nvfp4_kernels import layout
 
         ops = self.operands(n, k)
         tiled = layout.tiled_weight(ops.packed, ops.scales) if k % layout.STEP_K == 0 else None
+        wgmma_here = k % 128 == 0 and self._wgmma_runs_here()
+        fragment_ordered = layout.wgmma_weights(ops.packed, ops.scales) if wgmma_here else None
         a_all = self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
         for m in ms:
             if m <= GEMV_KERNEL_MAX_M:
@@ -492,8 +499,9 @@ class Runner:
                 self.fused_row(ops, a_all[:m], section)
                 if tiled is not None:
                     self.fused_row(ops, a_all[:m], section, tiled)
-            if m <= WGMMA_KERNEL_MAX_M and k % 128 == 0 and self._wgmma_runs_here():
+            if m <= WGMMA_KERNEL_MAX_M and wgmma_here:
                 self.wgmma_row(ops, a_all[:m], section)
+                self.wgmma_row(ops, a_all[:m], section, fragment_ordered)
             self.prefill_row(ops, a_all[:m], section)
 
     def cublas_row(self, ops: Operands, a: Any, section: str) -> None:

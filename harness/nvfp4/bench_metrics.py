@@ -19,9 +19,12 @@ DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
 
 #: fused_mma_tiled: the fused kernel on tile-contiguous weights (nvfp4_kernels.layout, registered once);
-#: fused_wgmma: the Hopper warpgroup kernel (kernels/cuda/fused_wgmma.cu) on the row-major weights
+#: fused_wgmma: the Hopper warpgroup kernel (kernels/cuda/fused_wgmma.cu) on the row-major weights;
+#: fused_wgmma_tiled: the same kernel on fragment-ordered weights (nvfp4_kernels.layout, registered once)
 KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "fused_mma_tiled",
-           "fused_wgmma", "cublas_bf16", "prefill", "copy")
+           "fused_wgmma", "fused_wgmma_tiled", "cublas_bf16", "prefill", "copy")
+#: the matmul kernels that read the packed weights once (no bf16 copy of them)
+FUSED_MATMULS = ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "fused_wgmma_tiled")
 DTYPES = ("bfloat16", "float16")
 #: ``--only`` sections, in the order they run; ``compile`` runs last because its warm-up is the
 #: slowest and least important part, so a time budget cuts it first.
@@ -164,7 +167,7 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
         return dequant_bytes(n, k, block_size, dtype)
     if m is None:
         raise ValueError(f"kernel {kernel!r} needs M")
-    if kernel in ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma"):  # all read the packed weights once
+    if kernel in FUSED_MATMULS:  # all read the packed weights once
         return gemv_bytes(m, n, k, dtype)
     if kernel == "cublas_bf16":
         return gemm_bytes(m, n, k, dtype)
@@ -175,8 +178,7 @@ def kernel_bytes(kernel: str, m: int | None, n: int, k: int, block_size: int, dt
 
 def kernel_flops(kernel: str, m: int | None, n: int, k: int) -> int:
     """Multiply-adds counted as 2 FLOPs; 0 for kernels that do no matmul."""
-    return 2 * m * n * k if kernel in ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "cublas_bf16",
-                                       "prefill") and m else 0
+    return 2 * m * n * k if kernel in FUSED_MATMULS + ("cublas_bf16", "prefill") and m else 0
 
 
 # --- statistics ---------------------------------------------------------------------------------

@@ -146,6 +146,11 @@ PATH_TARGETS: tuple[tuple[int, str, float], ...] = ((1, "copy", 0.80), (16, "cop
                                                     (256, "cublas", 1.3))
 
 
+#: a fused path's bench kernel -> (the kernel's row on the weights registered for it, the layout)
+REGISTERED_KERNELS: dict[str, tuple[str, str]] = {"fused_mma": ("fused_mma_tiled", "tile-contiguous"),
+                                                  "fused_wgmma": ("fused_wgmma_tiled", "fragment-ordered")}
+
+
 def chosen_path_row(rows: Sequence[dict[str, Any]], n: int, k: int, m: int, gemv_max_m: int,
                     fused_max_m: int, wgmma_max_m: int | None = None) -> dict[str, Any] | None:
     """The "paths" row of the path the default policy takes at M (GEMV, fused_mma, fused_wgmma
@@ -164,13 +169,12 @@ def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         for m, kind, limit in PATH_TARGETS:
             row = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"],
                                   choice.get("policy_wgmma_max_m")) if choice else None
-            # where the policy takes fused_mma, also with the weights registered for the
-            # tile-contiguous layout (nvfp4_kernels.layout.register): the same path and bits
-            tiled = find_row(rows, "fused_mma_tiled", n, k, m, section="paths") \
-                if row and row["kernel"] == "fused_mma" else None
-            for candidate, label in ((row, ""), (tiled, ", tile-contiguous weights")):
-                if candidate is None and label:
-                    continue
+            # where the policy takes a fused path, also with the weights registered
+            # (nvfp4_kernels.layout.register): the same path and bits from the path's own layout
+            registered = REGISTERED_KERNELS.get(row["kernel"]) if row else None
+            tiled = find_row(rows, registered[0], n, k, m, section="paths") if registered else None
+            candidates = [(row, "")] + ([(tiled, f", {registered[1]} weights")] if tiled else [])
+            for candidate, label in candidates:
                 if kind == "copy":
                     value = fraction_of_copy(candidate) if candidate else None
                     out.append(_target(f"chosen path at M={m} >= {limit:.0%} of copy on {n} x {k}{label}", value,
@@ -196,6 +200,11 @@ def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: the kernels of the paths table's time columns, in order
+_PATHS_COLUMNS = ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "fused_wgmma_tiled", "prefill",
+                  "cublas_bf16")
+
+
 def _paths_lines(results: dict[str, Any]) -> list[str]:
     """Per shape and M: every eligible path's time, cuBLAS bf16 and the copy of the weights."""
     choice = results.get("path_choice")
@@ -206,23 +215,20 @@ def _paths_lines(results: dict[str, Any]) -> list[str]:
     for n, k in (tuple(s) for s in choice["shapes"]):
         body = []
         for m in sorted({r["M"] for r in rows if (r["N"], r["K"]) == (n, k)}):
-            cells = {kern: find_row(rows, kern, n, k, m)
-                     for kern in ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "prefill", "cublas_bf16")}
+            cells = {kern: find_row(rows, kern, n, k, m) for kern in _PATHS_COLUMNS}
             fastest = choice["fastest"].get(f"{n}x{k}", {}).get(str(m), choice["fastest"].get(f"{n}x{k}", {}).get(m))
             chosen = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"],
                                      choice.get("policy_wgmma_max_m"))
             fused = cells["fused_mma"]
-            body.append([m] + [_us(cells[c]["median_us"]) if cells[c] else "-" for c in
-                               ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "prefill", "cublas_bf16")]
+            body.append([m] + [_us(cells[c]["median_us"]) if cells[c] else "-" for c in _PATHS_COLUMNS]
                         + [str(fused.get("splits", "-")) if fused else "-",
                            f"{fraction_of_copy(chosen):.0%}" if chosen else "-",
                            f"{chosen['median_us'] / cells['cublas_bf16']['median_us']:.2f}x"
                            if chosen and cells["cublas_bf16"] else "-",
                            fastest or "-", chosen["kernel"] if chosen else "-"])
         lines += [f"{n} x {k}:", ""]
-        lines += _table(["M", "gemv us", "fused_mma us", "fused_mma tiled us", "fused_wgmma us", "prefill us",
-                         "cuBLAS bf16 us",
-                         "fused splits",
+        lines += _table(["M", "gemv us", "fused_mma us", "fused_mma tiled us", "fused_wgmma us",
+                         "fused_wgmma tiled us", "prefill us", "cuBLAS bf16 us", "fused splits",
                          "chosen: % of copy", "chosen / cuBLAS", "fastest", "policy takes"], body)
         lines.append("")
     return lines

@@ -261,15 +261,21 @@ def run_workload() -> None:
                                        policy=Policy(gemv_max_weights=0, fused_max_m=256))
         layout.unregister(b_t)
     # fused_wgmma (Hopper only): a plan that splits both tiles in K (N = 200), and one with a wave of
-    # whole tiles and a split partial one (N = 132 x 128 + 70); rows past M and N read nothing
+    # whole tiles and a split partial one (N = 132 x 128 + 70); rows past M and N read nothing. Each
+    # on the row-major weights, then registered (the fragment-ordered copy, whose last 64-row tile
+    # at N = 200 is partly padding and whose 128-row block at N = 132 x 128 + 70 has no second tile)
     if torch.cuda.get_device_capability() == (9, 0):
         for n, k in ((200, 2048), (132 * 128 + 70, 256)):
             packed_w, scales_w, g_w = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), 16)
             b_w, s_w = _to_gpu(packed_w), _to_gpu(scales_w)
-            for m in (1, 129, 256):
-                bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
-                nvfp4_kernels.nvfp4_matmul(torch.randn(m, k, dtype=torch.bfloat16, device="cuda"), b_w, s_w, g_w, 16,
-                                           bias, policy=Policy(force_path="fused_wgmma"))
+            for registered in (False, True):
+                if registered:
+                    layout.register(b_w, s_w, paths=("fused_wgmma",))
+                for m in (1, 129, 256):
+                    bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+                    nvfp4_kernels.nvfp4_matmul(torch.randn(m, k, dtype=torch.bfloat16, device="cuda"), b_w, s_w, g_w,
+                                               16, bias, policy=Policy(force_path="fused_wgmma"))
+            layout.unregister(b_w)
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)
     view.copy_(b)

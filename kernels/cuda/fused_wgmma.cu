@@ -2,7 +2,8 @@
 // MMAs (wgmma, sm_90a), each weight decoded once, straight into the register A operand.
 //
 // Y = A @ W^T (+ bias), block size 16, K % 128 == 0, the contract's row-major packed weight
-// [n, k/2] and scale bytes [n, k/16]. Why this shape (benchmarks/NOTES.md, 2026-12-04): at M >= 128
+// [n, k/2] and scale bytes [n, k/16], or a registered weight's fragment-ordered copy of them
+// (nvfp4_kernels.layout.wgmma_weights; the same bits, fewer loads and no byte gathers). Why this shape (benchmarks/NOTES.md, 2026-12-04): at M >= 128
 // the mma.sync kernel (fused_mma.cu) decodes every weight once per 64 activation rows and
 // prefill writes and re-reads a bf16 copy of the weights; a kernel that passes decoded weights
 // through shared memory is held by those stores. Here no decoded weight touches shared memory.
@@ -52,7 +53,7 @@ __device__ __forceinline__ uint32_t gather_bytes(uint32_t n0, uint32_t n1, uint3
 
 // Word w -> four A-fragment registers: codes 0-3 (k16 tile 2q) through table ta, codes 4-7 (tile
 // 2q + 1) through tb. PLACED: the word's signs are where place_signs (mma_decode.cuh) puts them,
-// as in the dev re-layout; otherwise natural (code i's sign at bit 4 i + 3).
+// as in the fragment-ordered layout; otherwise natural (code i's sign at bit 4 i + 3).
 template <bool PLACED>
 __device__ __forceinline__ void decode_word_two_tables(uint32_t w, const DecodeTable& ta, const DecodeTable& tb,
                                                        uint32_t r[4]) {
@@ -94,10 +95,10 @@ struct WgmmaPlan {
   int per_split;    // steps per split
 };
 
-// RELAYOUT = false: the contract's row-major weights (the library's launch). RELAYOUT = true: the
-// dev measurement's one-time re-layout (scripts/ws_dev/ra_dev.py: lane t's 16 bytes of a row and
-// step hold exactly its fragments' codes, signs placed; scale bytes tile-contiguous), which the
-// library does not launch yet.
+// RELAYOUT = false: the contract's row-major weights (nvfp4_launch_fused_wgmma). RELAYOUT = true:
+// the fragment-ordered copy of a registered weight (nvfp4_launch_fused_wgmma_tiled; lane t's 16
+// bytes of a row and step hold exactly its fragments' codes, signs placed; scale bytes
+// tile-contiguous), which saves the quad's three extra 16-byte loads and the byte gathers.
 template <typename T, bool RELAYOUT>
 __global__ void __launch_bounds__(kWgThreads, 1)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
@@ -159,8 +160,8 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   const int row0 = n0 + 64 * wg + 16 * warp + g, row1 = row0 + 8;
   const bool ok0 = row0 < n, ok1 = row1 < n;
   // a row's bytes of step s: row-major, the 64 packed bytes (every lane of a quad loads them all)
-  // and 8 scale bytes at K/2 and K/16 bytes a row; re-layout, the lane's own 16 bytes in a 4 KB
-  // piece per 64-row tile and step, and the tile's 512 scale bytes per step
+  // and 8 scale bytes at K/2 and K/16 bytes a row; fragment-ordered, the lane's own 16 bytes in a
+  // 4 KB piece per 64-row tile and step, and the tile's 512 scale bytes per step
   constexpr int kLoads = RELAYOUT ? 1 : 4;       // 16-byte loads a row and step
   constexpr int kPackedStep = RELAYOUT ? 256 : 4;  // in uint4 a step
   constexpr int kScaleStep = RELAYOUT ? 64 : 1;    // in uint2 a step
@@ -195,7 +196,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   for (int x = 0; x < 128; ++x) acc[x] = 0.f;
   if (steps > 0) load_raw(0);
   // the lane's words 2 h and 2 h + 1 of a row: row-major, gathered from the row's natural bytes
-  // 32 h .. 32 h + 31; re-layout, as loaded
+  // 32 h .. 32 h + 31; fragment-ordered, as loaded
   auto lane_words = [&](const uint4 (&w)[kLoads], int h, uint32_t (&out)[2]) {
     if constexpr (RELAYOUT) {
       out[0] = h ? w[0].z : w[0].x, out[1] = h ? w[0].w : w[0].y;
@@ -324,6 +325,34 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
 
 bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+// The exports' argument checks (cudaErrorInvalidValue for anything the kernel cannot take), then
+// the launch on the layout RELAYOUT names.
+template <bool RELAYOUT>
+int launch_checked(const void* a, const void* packed, const void* scales, const void* g, const void* bias, void* out,
+                   float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16, int32_t whole_tiles,
+                   int32_t splits, cudaStream_t stream) {
+  const int64_t steps = k / kWgStepK;
+  const int64_t tiles = (n + kWgRows - 1) / kWgRows;
+  if (a == nullptr || packed == nullptr || scales == nullptr || g == nullptr || out == nullptr || m < 1 ||
+      m > kWgActRows || n < 1 || n > (int64_t{1} << 30) || k < kWgStepK || k % kWgStepK || k > (int64_t{1} << 30) ||
+      whole_tiles < 0 || whole_tiles > tiles || splits < 1 || splits > steps || !aligned_to(a, 16) ||
+      !aligned_to(packed, 16) || !aligned_to(scales, 8)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const bool split = whole_tiles < tiles && splits > 1;
+  if (split && workspace == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  const int per = static_cast<int>((steps + splits - 1) / splits);
+  // equal ranges with none empty: the plan's splits must be ceil(steps / per)
+  if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
+  const WgmmaPlan plan{whole_tiles, static_cast<int>(tiles), splits, per};
+  const int ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const cudaError_t err =
+      out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT>(a, packed, scales, g, bias, out, workspace, m, ni, ki, plan,
+                                                       stream)
+               : launch_wgmma<__half, RELAYOUT>(a, packed, scales, g, bias, out, workspace, m, ni, ki, plan, stream);
+  return static_cast<int>(err);
+}
+
 }  // namespace
 }  // namespace nvfp4
 
@@ -342,27 +371,21 @@ int nvfp4_fused_wgmma_tile_rows() { return nvfp4::kWgRows; }
 int nvfp4_launch_fused_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                              void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
                              int32_t whole_tiles, int32_t splits, cudaStream_t stream) {
-  using nvfp4::aligned_to;
-  const int64_t steps = k / nvfp4::kWgStepK;
-  const int64_t tiles = (n + nvfp4::kWgRows - 1) / nvfp4::kWgRows;
-  if (a == nullptr || packed == nullptr || scales == nullptr || g == nullptr || out == nullptr || m < 1 ||
-      m > nvfp4::kWgActRows || n < 1 || n > (int64_t{1} << 30) || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK ||
-      k > (int64_t{1} << 30) || whole_tiles < 0 || whole_tiles > tiles || splits < 1 || splits > steps ||
-      !aligned_to(a, 16) || !aligned_to(packed, 16) || !aligned_to(scales, 8)) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  const bool split = whole_tiles < tiles && splits > 1;
-  if (split && workspace == nullptr) return static_cast<int>(cudaErrorInvalidValue);
-  const int per = static_cast<int>((steps + splits - 1) / splits);
-  // equal ranges with none empty: the plan's splits must be ceil(steps / per)
-  if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
-  const nvfp4::WgmmaPlan plan{whole_tiles, static_cast<int>(tiles), splits, per};
-  const cudaError_t err =
-      out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16>(a, packed, scales, g, bias, out, workspace, m,
-                                                    static_cast<int>(n), static_cast<int>(k), plan, stream)
-               : nvfp4::launch_wgmma<__half>(a, packed, scales, g, bias, out, workspace, m, static_cast<int>(n),
-                                             static_cast<int>(k), plan, stream);
-  return static_cast<int>(err);
+  return nvfp4::launch_checked<false>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, whole_tiles,
+                                      splits, stream);
+}
+
+// The same product and bits from the fragment-ordered copy nvfp4_kernels.layout makes once per
+// weight (wgmma_weights): packed is [ceil(n / 64), k / 128, 64, 64] bytes, where lane t's 16
+// bytes of a row and step are its A fragments' codes (word q, code i: K = 16 (2 q + i / 4) + 2 t
+// + (0, 1, 8, 9)[i % 4] of the step) with each word's signs placed (mma_decode.cuh,
+// place_signs); scales are the tile-contiguous layout's [ceil(n / 64), k / 128, 64, 8]. Every
+// other argument as nvfp4_launch_fused_wgmma.
+int nvfp4_launch_fused_wgmma_tiled(const void* a, const void* packed, const void* scales, const void* g,
+                                   const void* bias, void* out, float* workspace, int32_t m, int64_t n, int64_t k,
+                                   int32_t out_bf16, int32_t whole_tiles, int32_t splits, cudaStream_t stream) {
+  return nvfp4::launch_checked<true>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, whole_tiles,
+                                     splits, stream);
 }
 
 }  // extern "C"
