@@ -158,8 +158,8 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "wgmma-tail-tile-dropped", "kernels/cuda/fused_wgmma.cu",
         "fused_wgmma: the row-tile count rounds down, so the last partial 128-row tile of N is never computed",
-        "  const int64_t tiles = (n + nvfp4::kWgRows - 1) / nvfp4::kWgRows;\n",
-        "  const int64_t tiles = n / nvfp4::kWgRows > 0 ? n / nvfp4::kWgRows : 1;\n"),
+        "  const int64_t tiles = (n + kWgRows - 1) / kWgRows;\n",
+        "  const int64_t tiles = n / kWgRows > 0 ? n / kWgRows : 1;\n"),
     Mutation(
         "wgmma-partial-step-dropped", "kernels/cuda/fused_wgmma.cu",
         "fused_wgmma: a split block's step count stops one short of K, dropping the last 128 values",
@@ -188,6 +188,12 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "split tiles' own, so the finalize kernel sums other rows' partials",
         "      col0 = plan.whole_tiles * kWgRows;\n",
         "      col0 = 0;\n"),
+    Mutation(
+        "wgmma-fragment-words-swapped", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma on a registered weight's fragment-ordered copy: the lane's words 2 and 3 of a step "
+        "swap places, so MMAs 4..7 multiply each other's weights",
+        "      out[0] = h ? w[0].z : w[0].x, out[1] = h ? w[0].w : w[0].y;\n",
+        "      out[0] = h ? w[0].w : w[0].x, out[1] = h ? w[0].z : w[0].y;\n"),
     Mutation(
         "fused-tail-tile-dropped", "kernels/cuda/fused_mma.cu",
         "fused_mma: the row-tile count rounds down, so the last partial tile of N is never computed",

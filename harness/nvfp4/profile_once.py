@@ -13,25 +13,35 @@ import torch
 from nvfp4_kernels import cuda_backend, layout
 
 #: (kernel, M, N, K): the shapes the performance targets are stated on; fused_mma_tiled is the
-#: fused kernel on tile-contiguous weights (nvfp4_kernels.layout), the launches after the
-#: row-major ones in the profile
+#: fused kernel on tile-contiguous weights and fused_wgmma_tiled the Hopper kernel on
+#: fragment-ordered ones (nvfp4_kernels.layout), the launches after the row-major ones in the
+#: profile; the fused_wgmma runs need a Hopper GPU and are left out elsewhere
 RUNS = (("prefill_vec8", 0, 17408, 5120), ("prefill_scalar", 0, 4096, 4096),
         ("gemv", 1, 17408, 5120), ("gemv", 8, 17408, 5120), ("gemv", 1, 5120, 17408),
         ("fused_mma", 1, 17408, 5120), ("fused_mma", 16, 17408, 5120), ("fused_mma", 64, 17408, 5120),
-        ("fused_mma", 256, 17408, 5120), ("fused_mma_tiled", 1, 17408, 5120), ("fused_mma_tiled", 16, 17408, 5120))
+        ("fused_mma", 256, 17408, 5120), ("fused_mma_tiled", 1, 17408, 5120), ("fused_mma_tiled", 16, 17408, 5120),
+        ("fused_wgmma", 256, 17408, 5120), ("fused_wgmma_tiled", 256, 17408, 5120),
+        ("fused_wgmma_tiled", 256, 5120, 17408))
+MATMULS = ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "fused_wgmma_tiled")
 
 
 def main() -> None:
     rng = np.random.default_rng(0)
     g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    hopper = torch.cuda.get_device_capability() == (9, 0)
     for kernel, m, n, k in RUNS:
+        if kernel.startswith("fused_wgmma") and not hopper:
+            continue
         packed = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8)).cuda()
         scales = torch.from_numpy(rng.integers(0x28, 0x48, (n, k // 16), dtype=np.uint8)).cuda()
-        if kernel in ("gemv", "fused_mma", "fused_mma_tiled"):
+        if kernel in MATMULS:
             a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             if kernel == "gemv":
                 cuda_backend.gemv(a, packed, scales, g, None, out)
+            elif kernel.startswith("fused_wgmma"):
+                frag = layout.wgmma_weights(packed, scales) if kernel == "fused_wgmma_tiled" else None
+                cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=frag)
             else:
                 tiled = layout.tiled_weight(packed, scales) if kernel == "fused_mma_tiled" else None
                 cuda_backend.fused_mma(a, packed, scales, g, None, out, tiled=tiled)
