@@ -39,12 +39,13 @@ namespace nvfp4 {
 namespace {
 
 constexpr int kWgStepK = 128;
-constexpr int kWgActRows = 256;                        // activation rows a block (wgmma N)
+constexpr int kWgActRows = 256;                        // activation rows a block (wgmma N), at most
 constexpr int kWgRows = 128;                           // weight rows a block: two warpgroups of 64
 constexpr int kWgThreads = 256;
-constexpr int kWgStages = 3;                           // activation stages (64 KB each)
-constexpr int kWgActStageBytes = kWgActRows * kWgStepK * 2;
-constexpr int kWgSmemBytes = kWgStages * kWgActStageBytes + 16 * kWgStages + 1024;
+constexpr int kWgStages = 3;                           // activation stages (64 KB each at 256 rows)
+// one stage's activations (NACT rows of a 128-value step) and a block's dynamic shared memory
+__host__ __device__ constexpr int act_stage_bytes(int nact) { return nact * kWgStepK * 2; }
+__host__ __device__ constexpr int wgmma_smem_bytes(int nact) { return kWgStages * act_stage_bytes(nact) + 16 * kWgStages + 1024; }
 
 // Byte c of each of four words n0..n3 -> one word (the quad gather; sel = c | (c + 4) << 4).
 __device__ __forceinline__ uint32_t gather_bytes(uint32_t n0, uint32_t n1, uint32_t n2, uint32_t n3, uint32_t sel) {
@@ -99,8 +100,8 @@ struct WgmmaPlan {
 // the fragment-ordered copy of a registered weight (nvfp4_launch_fused_wgmma_tiled; lane t's 16
 // bytes of a row and step hold exactly its fragments' codes, signs placed; scale bytes
 // tile-contiguous), which saves the quad's three extra 16-byte loads and the byte gathers.
-template <typename T, bool RELAYOUT>
-__global__ void __launch_bounds__(kWgThreads, 1)
+template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__(kWgThreads, MIN_BLOCKS)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                          const float* __restrict__ g_ptr, const unsigned short* __restrict__ bias,
                          unsigned short* __restrict__ out, float* __restrict__ partial, int m, int n, int k,
@@ -108,6 +109,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace hopper;  // NOLINT: barriers, TMA and wgmma helpers
   allow_dependent_launch();
+  constexpr int kWgActStageBytes = act_stage_bytes(NACT);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t act_full = base + kWgStages * kWgActStageBytes;  // kWgStages, then kWgStages act_empty
@@ -136,7 +138,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
   }
   const int n0 = n_tile * kWgRows;
-  const int m0 = m_tile * kWgActRows;
+  const int m0 = m_tile * NACT;
   if (tid == 0) {
     for (int i = 0; i < kWgStages; ++i) {
       mbar_init(act_full + 8 * i, 1);
@@ -191,9 +193,9 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     c1 = ok1 ? __ldg(q1 + kScaleStep * s_load) : make_uint2(0, 0);
   };
   const float gs = __ldg(g_ptr);
-  float acc[128];
+  float acc[NACT / 2];
 #pragma unroll
-  for (int x = 0; x < 128; ++x) acc[x] = 0.f;
+  for (int x = 0; x < NACT / 2; ++x) acc[x] = 0.f;
   if (steps > 0) load_raw(0);
   // the lane's words 2 h and 2 h + 1 of a row: row-major, gathered from the row's natural bytes
   // 32 h .. 32 h + 31; fragment-ordered, as loaded
@@ -250,7 +252,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     const uint32_t as = base + full_stage * kWgActStageBytes;
     wgmma_fence();
 #pragma unroll
-    for (int j = 0; j < 4; ++j) WgmmaRS<T, 256>::run(acc, a_lo[j], desc_sw128(as + j * 32));
+    for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_lo[j], desc_sw128(as + j * 32));
     wgmma_commit();
     if (s > 0) {
       wgmma_wait_one();  // step s - 1 is complete: a_hi and its activation stage are free
@@ -268,18 +270,18 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     if (s + 1 < steps) load_raw(s + 1);  // in flight while this step's wgmmas run
     wgmma_fence();
 #pragma unroll
-    for (int j = 0; j < 4; ++j) WgmmaRS<T, 256>::run(acc, a_hi[j], desc_sw128(as + kWgActStageBytes / 2 + j * 32));
+    for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_hi[j], desc_sw128(as + kWgActStageBytes / 2 + j * 32));
     wgmma_commit();
     if (++full_stage == kWgStages) full_stage = 0, full_phase ^= 1u;
   }
   wgmma_wait_all();
 #pragma unroll
-  for (int x = 0; x < 128; ++x) fence_acc(acc[x]);
+  for (int x = 0; x < NACT / 2; ++x) fence_acc(acc[x]);
   // D fragment: acc[4 i + c] = weight row 16 warp + g + 8 (c >> 1) of the warpgroup's 64,
   // activation row 8 i + 2 t + (c & 1)
   const int part_cols = n - col0;
 #pragma unroll
-  for (int x = 0; x < 128; ++x) {
+  for (int x = 0; x < NACT / 2; ++x) {
     const int i8 = x >> 2, c = x & 3;
     const int nn = n0 + 64 * wg + 16 * warp + g + 8 * (c >> 1);
     const int mm = m0 + 8 * i8 + 2 * t + (c & 1);
@@ -298,21 +300,22 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 #endif
 }
 
-template <typename T, bool RELAYOUT = false>
+template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1>
 cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
                          cudaStream_t stream) {
-  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes);
+  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS>;
+  constexpr int kSmem = wgmma_smem_bytes(NACT);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   CUtensorMap act_map{};
-  err = hopper::encode_act_map(&act_map, a, std::is_same_v<T, __nv_bfloat16>, m, k, kWgActRows);
+  err = hopper::encode_act_map(&act_map, a, std::is_same_v<T, __nv_bfloat16>, m, k, NACT);
   if (err != cudaSuccess) return err;
-  const int m_tiles = (m + kWgActRows - 1) / kWgActRows;
+  const int m_tiles = (m + NACT - 1) / NACT;
   const int64_t blocks = (static_cast<int64_t>(plan.whole_tiles) +
                           static_cast<int64_t>(plan.tiles - plan.whole_tiles) * plan.splits) * m_tiles;
   const bool split = plan.whole_tiles < plan.tiles && plan.splits > 1;
-  kernel<<<static_cast<unsigned>(blocks), kWgThreads, kWgSmemBytes, stream>>>(
+  kernel<<<static_cast<unsigned>(blocks), kWgThreads, kSmem, stream>>>(
       static_cast<const uint8_t*>(packed), static_cast<const uint8_t*>(scales), static_cast<const float*>(g),
       static_cast<const unsigned short*>(bias), static_cast<unsigned short*>(out), split ? workspace : nullptr, m, n,
       k, m_tiles, plan, act_map);

@@ -30,4 +30,37 @@ int nvfp4ra_launch(const void* a, const void* packed, const void* scales, const 
   return nvfp4ra_launch_plan(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, 0, splits, stream);
 }
 
+// Dev entry for the narrow activation tiles (fused_wgmma.cu's NACT and MIN_BLOCKS template
+// arguments): the fragment-ordered kernel with blocks of `nact` activation rows, `min_blocks`
+// resident per SM by its launch bounds; variant -1 lists nothing, anything not built returns
+// cudaErrorInvalidValue. Same argument checks as the library's plan launch.
+int nvfp4ra_launch_narrow(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                          void* out, float* workspace, int32_t m, int32_t n, int32_t k, int32_t out_bf16,
+                          int32_t whole_tiles, int32_t splits, int32_t nact, int32_t min_blocks,
+                          cudaStream_t stream) {
+  const int steps = k / nvfp4::kWgStepK, tiles = (n + nvfp4::kWgRows - 1) / nvfp4::kWgRows;
+  if (m < 1 || m > nact || n < 1 || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK || whole_tiles < 0 ||
+      whole_tiles > tiles || splits < 1 || splits > steps || (whole_tiles < tiles && splits > 1 && workspace == nullptr)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const int per = (steps + splits - 1) / splits;
+  if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
+  const nvfp4::WgmmaPlan plan{whole_tiles, tiles, splits, per};
+#define NVFP4RA_NARROW(NACT, MINB)                                                                                  \
+  if (nact == NACT && min_blocks == MINB) {                                                                      \
+    return static_cast<int>(                                                                                     \
+        out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, true, NACT, MINB>(a, packed, scales, g, bias, out, workspace, \
+                                                                        m, n, k, plan, stream)                   \
+                 : nvfp4::launch_wgmma<__half, true, NACT, MINB>(a, packed, scales, g, bias, out, workspace, m, n, k, \
+                                                                 plan, stream));                                 \
+  }
+  NVFP4RA_NARROW(64, 1)
+  NVFP4RA_NARROW(64, 2)
+  NVFP4RA_NARROW(32, 2)
+  NVFP4RA_NARROW(16, 2)
+  NVFP4RA_NARROW(16, 3)
+#undef NVFP4RA_NARROW
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
 }  // extern "C"
