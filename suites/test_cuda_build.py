@@ -370,3 +370,12 @@ def test_the_dev_kernels_wgmma_wrappers_are_the_generators_output() -> None:
     done = subprocess.run([sys.executable, str(repo / "scripts" / "ws_dev" / "gen_wgmma_rs.py")],
                           capture_output=True, text=True, check=True)
     assert done.stdout == (repo / "scripts" / "ws_dev" / "wgmma_rs.cuh").read_text()
+
+
+def test_the_library_wgmma_wrappers_are_the_generators_output() -> None:
+    """kernels/cuda/wgmma_rs256.cuh (fused_wgmma.cu's wrappers, one per activation width) is
+    generated too: the committed file must be what ``gen_wgmma_rs.py --library`` prints."""
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(repo / "scripts" / "ws_dev" / "gen_wgmma_rs.py"), "--library"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == (repo / "kernels" / "cuda" / "wgmma_rs256.cuh").read_text()
