@@ -291,13 +291,15 @@ def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_witho
 
 @needs_nvcc
 def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None:
-    """scripts/ws_dev/fused_ra.cu is the library's fused_wgmma kernel with its dev re-layout loader
-    (benchmarks/NOTES.md, fourteenth session): a change to kernels/cuda/fused_wgmma.cu must keep both
-    loaders building without spills (the 128 accumulators leave little room) and the dev entries
-    that scripts/ws_dev/ra_dev.py and wgmma_dev.py call."""
-    # bf16 and fp16 kernels with each loader, and the two finalize kernels
-    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), 6)))
-    assert hasattr(lib, "nvfp4ra_launch") and hasattr(lib, "nvfp4ra_launch_plan")
+    """scripts/ws_dev/fused_ra.cu is the library's fused_wgmma kernel in a dev library of its own
+    (benchmarks/NOTES.md, fourteenth and fifteenth sessions): a change to kernels/cuda/fused_wgmma.cu
+    must keep both loaders and the narrow activation tiles building without spills (the 128
+    accumulators of the 256-row tile leave little room, the narrow tiles' launch bounds less) and
+    the dev entries that scripts/ws_dev/ra_dev.py, wgmma_dev.py and narrow_dev.py call."""
+    # bf16 and fp16 kernels with each loader, the five narrow tiles (fragment-ordered) and the two
+    # finalize kernels
+    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), 16)))
+    assert all(hasattr(lib, name) for name in ("nvfp4ra_launch", "nvfp4ra_launch_plan", "nvfp4ra_launch_narrow"))
 
 
 def test_the_register_a_weight_layout_holds_each_lanes_fragment_values() -> None:

@@ -189,12 +189,6 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "      col0 = plan.whole_tiles * kWgRows;\n",
         "      col0 = 0;\n"),
     Mutation(
-        "wgmma-fragment-words-swapped", "kernels/cuda/fused_wgmma.cu",
-        "fused_wgmma on a registered weight's fragment-ordered copy: the lane's words 2 and 3 of a step "
-        "swap places, so MMAs 4..7 multiply each other's weights",
-        "      out[0] = h ? w[0].z : w[0].x, out[1] = h ? w[0].w : w[0].y;\n",
-        "      out[0] = h ? w[0].w : w[0].x, out[1] = h ? w[0].z : w[0].y;\n"),
-    Mutation(
         "fused-tail-tile-dropped", "kernels/cuda/fused_mma.cu",
         "fused_mma: the row-tile count rounds down, so the last partial tile of N is never computed",
         "  const int n_tiles = (n + TL::kRows - 1) / TL::kRows;\n",
