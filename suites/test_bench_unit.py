@@ -477,6 +477,24 @@ def _synthetic_results() -> tuple[dict[str, Any], dict[str, str]]:
     return results, expected
 
 
+def test_the_m256_target_is_stated_for_the_registered_wgmma_copy_too() -> None:
+    """Where the policy takes fused_wgmma, the target is computed for its row-major row and again
+    for its row on fragment-ordered weights (fused_wgmma_tiled), each against the same cuBLAS row."""
+    rows = []
+    times = {"fused_wgmma": 99.0, "fused_wgmma_tiled": 88.0, "cublas_bf16": 68.0, "prefill": 130.0}
+    for n, k in bench.LARGE_SHAPES:
+        for kernel, us in times.items():
+            rows.append(_row(kernel, 256, us, n, k, "paths", 20.0))
+    choice = bench.path_choice(rows, bench.LARGE_SHAPES, 0, 128, 256)
+    verdicts = {t["target"]: (t["status"], t["shown"]) for t in bench_report._path_targets(
+        {"rows": rows, "path_choice": choice})}
+    for n, k in bench.LARGE_SHAPES:
+        name = f"chosen path at M=256 <= 1.3x cuBLAS bf16 on {n} x {k}"
+        assert verdicts[name] == ("FAIL", f"{99.0 / 68.0:.2f}x (fused_wgmma)")
+        assert verdicts[name + ", fragment-ordered weights"] == ("pass", f"{88.0 / 68.0:.2f}x (fused_wgmma_tiled)")
+        assert f"chosen path at M=1 >= 80% of copy on {n} x {k}, fragment-ordered weights" not in verdicts
+
+
 def test_targets_are_computed_from_the_rows() -> None:
     results, expected = _synthetic_results()
     verdicts = {t["target"]: t["status"] for t in bench_report.evaluate_targets(results)}

@@ -303,3 +303,20 @@ def test_register_keeps_a_copy_for_each_path_it_is_told() -> None:
         layout.register(packed, scales, paths=())
     with pytest.raises(ValueError, match="path must be one of"):
         layout.registered(packed, scales, "prefill_vec8")
+
+
+def test_wgmma_weights_is_the_layout_the_dev_kernel_was_measured_with() -> None:
+    """The library's transform and scripts/ws_dev/ra_dev.py's (written apart, with numpy's fancy
+    indexing instead of a code permutation) give the same bytes: the dev measurements of the
+    re-layout (benchmarks/NOTES.md) are measurements of this layout."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
+    try:
+        from ra_dev import ra_layout
+    finally:
+        sys.path.pop(0)
+    for n, k in SHAPES:
+        packed, scales = _random(n, k, 31 * n + k)
+        assert np.array_equal(layout.wgmma_weights(packed, scales)[0].reshape(-1), ra_layout(packed)), (n, k)
