@@ -11,9 +11,12 @@
 #         issue #10's targets);
 # mutants: the CUDA mutants (mutate --gpu) against the GPU suites (after verify has recorded goldens);
 # bench:  every benchmark section beside the copy ceiling;
+# wgmma:  the fused_wgmma path's own evidence: an ncu profile of its launches (row-major and
+#         fragment-ordered, fixtures/gpu/ncu-wgmma.txt) and its CUDA mutants
+#         (fixtures/gpu/mutation-gpu-wgmma.json, to join into mutation-gpu.json);
 # host:   only the host-time section and a per-call host profile (quick #14 iterations).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|host|all}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|host|all}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -67,6 +70,19 @@ if [[ $phase == paths ]]; then
   python3 -m nvfp4_harness bench --only paths --out benchmarks/results --git-commit "$commit" 2>&1 \
     | tee "$OUT/bench.log" | tail -60 || status=1
   tar czf "$OUT/bench.tgz" benchmarks/results
+fi
+
+if [[ $phase == wgmma ]]; then
+  step "ncu (clock control off): the fused_wgmma launches of profile_once"
+  ncu --clock-control none -k regex:wgmma --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section Occupancy --section WarpStateStats --section LaunchStats \
+    python3 -m nvfp4_harness.nvfp4.profile_once > fixtures/gpu/ncu-wgmma.txt 2>&1; tail -3 fixtures/gpu/ncu-wgmma.txt
+  step "GPU mutants of fused_wgmma.cu"
+  names=$(python3 -c 'from nvfp4_harness.nvfp4.mutation import GPU_MUTATIONS as M
+print(",".join(m.name for m in M if m.file.endswith("fused_wgmma.cu")))')
+  python3 -m nvfp4_harness mutate --gpu --pytest-args="-n 8" --only "$names" \
+    --out fixtures/gpu/mutation-gpu-wgmma.json 2>&1 | tee "$OUT/mutate-wgmma.log" | tail -10 || status=1
+  tar czf "$OUT/wgmma.tgz" fixtures/gpu/ncu-wgmma.txt fixtures/gpu/mutation-gpu-wgmma.json
 fi
 
 if [[ $phase == host ]]; then
