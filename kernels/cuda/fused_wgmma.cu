@@ -3,10 +3,11 @@
 //
 // Y = A @ W^T (+ bias), block size 16, K % 128 == 0, the contract's row-major packed weight
 // [n, k/2] and scale bytes [n, k/16], or a registered weight's fragment-ordered copy of them
-// (nvfp4_kernels.layout.wgmma_weights; the same bits, fewer loads and no byte gathers). Why this shape (benchmarks/NOTES.md, 2026-12-04): at M >= 128
-// the mma.sync kernel (fused_mma.cu) decodes every weight once per 64 activation rows and
-// prefill writes and re-reads a bf16 copy of the weights; a kernel that passes decoded weights
-// through shared memory is held by those stores. Here no decoded weight touches shared memory.
+// (nvfp4_kernels.layout.wgmma_weights; the same bits, fewer loads and no byte gathers). Why this
+// shape (benchmarks/NOTES.md, 2026-12-04): at M >= 128 the mma.sync kernel (fused_mma.cu) decodes
+// every weight once per 64 activation rows and prefill writes and re-reads a bf16 copy of the
+// weights; a kernel that passes decoded weights through shared memory is held by those stores.
+// Here no decoded weight touches shared memory.
 //
 // A block owns 128 weight rows (two warpgroups of 64) and up to 256 activation rows, and walks its
 // split's 128-value K steps:
@@ -45,7 +46,9 @@ constexpr int kWgThreads = 256;
 constexpr int kWgStages = 3;                           // activation stages (64 KB each at 256 rows)
 // one stage's activations (NACT rows of a 128-value step) and a block's dynamic shared memory
 __host__ __device__ constexpr int act_stage_bytes(int nact) { return nact * kWgStepK * 2; }
-__host__ __device__ constexpr int wgmma_smem_bytes(int nact) { return kWgStages * act_stage_bytes(nact) + 16 * kWgStages + 1024; }
+__host__ __device__ constexpr int wgmma_smem_bytes(int nact) {
+  return kWgStages * act_stage_bytes(nact) + 16 * kWgStages + 1024;
+}
 
 // Byte c of each of four words n0..n3 -> one word (the quad gather; sel = c | (c + 4) << 4).
 __device__ __forceinline__ uint32_t gather_bytes(uint32_t n0, uint32_t n1, uint32_t n2, uint32_t n3, uint32_t sel) {
@@ -100,6 +103,10 @@ struct WgmmaPlan {
 // the fragment-ordered copy of a registered weight (nvfp4_launch_fused_wgmma_tiled; lane t's 16
 // bytes of a row and step hold exactly its fragments' codes, signs placed; scale bytes
 // tile-contiguous), which saves the quad's three extra 16-byte loads and the byte gathers.
+// NACT (activation rows a block, the wgmma's N) and MIN_BLOCKS (resident blocks an SM, by the
+// launch bounds): the library launches 256 and 1; narrower tiles are the dev measurement of
+// scripts/ws_dev/narrow_dev.py (same bits; slower than fused_mma at M <= 64, benchmarks/NOTES.md,
+// fifteenth session).
 template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1>
 __global__ void __launch_bounds__(kWgThreads, MIN_BLOCKS)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
