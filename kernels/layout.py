@@ -359,14 +359,25 @@ def default_paths(device: Any) -> tuple[str, ...]:
     return ("fused_mma",)
 
 
-def register(b: Any, weight_scale: Any, paths: tuple[str, ...] | list[str] | None = None) -> None:
+class Registration(NamedTuple):
+    """What :func:`register` kept for a weight: the paths that now read their own copy, and the
+    bytes those copies take on the weight's device beside the weight itself (each path's packed
+    codes, plus one tile-contiguous copy of the scale bytes that they share, rows padded to whole
+    64-row tiles)."""
+
+    paths: tuple[str, ...]
+    extra_bytes: int
+
+
+def register(b: Any, weight_scale: Any, paths: tuple[str, ...] | list[str] | None = None) -> Registration:
     """Copy the packed weight ``b`` [N, K/2] and its scales [N, K/16] (uint8 torch tensors on one
     device) once into the layout each of ``paths`` reads fastest (:data:`REGISTERED_PATHS`), so
     that the dispatcher hands that path the copy for this weight: the same bits, a faster weight
     stream. ``paths`` defaults to :func:`default_paths` for the weight's device (on an H200 both
     fused paths). Memory: each path's copy costs the packed bytes once more (N K / 2), and the
     scale bytes (N K / 16) are copied once for all of them; register fewer paths to keep less.
-    Registering again replaces the copies (after an in-place change, or to change the paths)."""
+    Registering again replaces the copies (after an in-place change, or to change the paths).
+    Returns the paths and the bytes kept (:class:`Registration`)."""
     import torch
 
     if not isinstance(b, torch.Tensor) or not isinstance(weight_scale, torch.Tensor):
@@ -393,6 +404,9 @@ def register(b: Any, weight_scale: Any, paths: tuple[str, ...] | list[str] | Non
     with _lock:
         _registry[key] = entry
     _forget_plans(b)
+    kept = [x for x in (packed_tiles, packed_frag, scales_tiles) if x is not None]
+    return Registration(tuple(p for p in REGISTERED_PATHS if p in chosen),
+                        sum(int(x.numel()) * x.element_size() for x in kept))
 
 
 def _forget_plans(b: Any) -> None:

@@ -282,12 +282,15 @@ def test_register_keeps_a_copy_for_each_path_it_is_told() -> None:
     want_t = layout.tile_weights(packed, scales)
     want_f = layout.wgmma_weights(packed, scales)
     try:
-        layout.register(packed, scales, paths=("fused_mma", "fused_wgmma"))
+        got = layout.register(packed, scales, paths=("fused_wgmma", "fused_mma"))
+        # 130 rows pad to 192: two copies of the codes (192 x 192 bytes) and one of the scales (192 x 24)
+        assert got == layout.Registration(("fused_mma", "fused_wgmma"), 2 * 192 * 192 + 192 * 24)
         mma, wgmma = layout.registered(packed, scales), layout.registered(packed, scales, "fused_wgmma")
         assert torch.equal(mma.packed, want_t[0]) and torch.equal(wgmma.packed, want_f[0])
         assert wgmma.scales is mma.scales and torch.equal(mma.scales, want_t[1])  # one copy of the scale bytes
         assert wgmma.scale_bytes == mma.scale_bytes == layout.scale_byte_range(scales)
-        layout.register(packed, scales, paths=["fused_wgmma"])  # registering again replaces the copies
+        assert layout.register(packed, scales, paths=["fused_wgmma"]) == layout.Registration(
+            ("fused_wgmma",), 192 * 192 + 192 * 24)  # registering again replaces the copies
         assert layout.registered(packed, scales) is None
         assert torch.equal(layout.registered(packed, scales, "fused_wgmma").packed, want_f[0])
         layout.register(packed, scales)  # the default on the CPU: fused_mma only
