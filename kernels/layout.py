@@ -142,13 +142,25 @@ def unplace_signs(placed: Any) -> Any:
     return _stack_bytes(placed, parts).reshape(placed.shape)
 
 
+def _padded_rows(n: int) -> int:
+    return -(-n // TILE_ROWS) * TILE_ROWS
+
+
+def _tiled_scales(scales: Any) -> Any:
+    """The scale bytes as both layouts store them: [ceil(N / 64), K / 128, 64, 8]."""
+    return _tile(_pad_rows(scales, _padded_rows(scales.shape[0])), _SCALES_PER_STEP)
+
+
+def _tiled_codes(packed: Any) -> Any:
+    """The packed codes of :func:`tile_weights`: tile-contiguous, signs placed."""
+    return place_signs(_tile(_pad_rows(packed, _padded_rows(packed.shape[0])), _PACKED_PER_STEP))
+
+
 def tile_weights(packed: Any, scales: Any) -> tuple[Any, Any]:
     """Row-major ``packed`` [N, K/2] and ``scales`` [N, K/16] (uint8) -> the tile-contiguous pair
     (the packed codes with their signs placed, :func:`place_signs`)."""
-    n, _ = _check(packed, scales)
-    rows = -(-n // TILE_ROWS) * TILE_ROWS
-    packed_tiles = _tile(_pad_rows(packed, rows), _PACKED_PER_STEP)
-    return place_signs(packed_tiles), _tile(_pad_rows(scales, rows), _SCALES_PER_STEP)
+    _check(packed, scales)
+    return _tiled_codes(packed), _tiled_scales(scales)
 
 
 def _untile(y: Any, n: int) -> Any:
@@ -234,10 +246,14 @@ def wgmma_weights(packed: Any, scales: Any) -> tuple[Any, Any]:
     placed, :func:`place_signs`), and the scales exactly as :func:`tile_weights` stores them. The
     kernel reads every weight value once either way and gives the same bits
     (``nvfp4_launch_fused_wgmma_tiled``)."""
-    n, _ = _check(packed, scales)
-    rows = -(-n // TILE_ROWS) * TILE_ROWS
-    reordered = _reorder_steps(_pad_rows(packed, rows), fragment_order())
-    return place_signs(_tile(reordered, _PACKED_PER_STEP)), _tile(_pad_rows(scales, rows), _SCALES_PER_STEP)
+    _check(packed, scales)
+    return _fragment_codes(packed), _tiled_scales(scales)
+
+
+def _fragment_codes(packed: Any) -> Any:
+    """The packed codes of :func:`wgmma_weights`: each step's codes in :func:`fragment_order`,
+    then tiled with their signs placed as :func:`tile_weights` stores them."""
+    return _tiled_codes(_reorder_steps(packed, fragment_order()))
 
 
 def unwgmma_weights(packed_frag: Any, scales_tiles: Any, n: int) -> tuple[Any, Any]:
@@ -393,11 +409,10 @@ def register(b: Any, weight_scale: Any, paths: tuple[str, ...] | list[str] | Non
         raise ValueError(f"paths must name one or more of {sorted(REGISTERED_PATHS)} (the paths that read a "
                          f"registered copy), got {paths!r}")
     b_c, s_c = b.contiguous(), weight_scale.contiguous()
-    packed_tiles = packed_frag = None
-    if "fused_wgmma" in chosen:
-        packed_frag, scales_tiles = wgmma_weights(b_c, s_c)
-    if "fused_mma" in chosen:
-        packed_tiles, scales_tiles = tile_weights(b_c, s_c)
+    _check(b_c, s_c)
+    packed_tiles = _tiled_codes(b_c) if "fused_mma" in chosen else None
+    packed_frag = _fragment_codes(b_c) if "fused_wgmma" in chosen else None
+    scales_tiles = _tiled_scales(s_c)  # one copy, shared by both layouts
     key = id(b)
     entry = _Entry(weakref.ref(b, lambda _ref, key=key: _forget(key)), weakref.ref(weight_scale),
                    _stamp(b, weight_scale), packed_tiles, packed_frag, scales_tiles, scale_byte_range(s_c))

@@ -43,13 +43,18 @@ def _tiled_by_loops(packed: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray,
     words = pt.reshape(-1, 4)
     for w in range(words.shape[0]):
         word = int.from_bytes(bytes(words[w]), "little")
-        placed = 0
-        for i in range(8):
-            code = (word >> (4 * i)) & 0xF
-            placed |= (code & 7) << (4 * i)
-            placed |= (code >> 3) << (8 * i + 7 if i < 4 else 8 * (i - 4) + 3)
-        words[w] = np.frombuffer(placed.to_bytes(4, "little"), np.uint8)
+        words[w] = _placed_word([(word >> (4 * i)) & 0xF for i in range(8)])
     return pt, st
+
+
+def _placed_word(codes: list[int]) -> np.ndarray:
+    """Eight codes (code i at nibble i) -> the 4 bytes of their word with the signs placed: code
+    i's magnitude stays in nibble i, its sign goes to bit 8 i + 7 (i < 4) or 8 (i - 4) + 3."""
+    placed = 0
+    for i, code in enumerate(codes):
+        placed |= (code & 7) << (4 * i)
+        placed |= (code >> 3) << (8 * i + 7 if i < 4 else 8 * (i - 4) + 3)
+    return np.frombuffer(placed.to_bytes(4, "little"), np.uint8)
 
 
 @pytest.mark.parametrize(("n", "k"), SHAPES)
@@ -224,14 +229,10 @@ def _fragment_ordered_by_loops(packed: np.ndarray, scales: np.ndarray) -> tuple[
         for s in range(steps):
             for t in range(4):
                 for q in range(4):
-                    word = 0
-                    for i in range(8):
-                        k = 128 * s + _fragment_k(t, q, i)
-                        code = (int(packed[r, k // 2]) >> (4 * (k % 2))) & 0xF
-                        word |= (code & 7) << (4 * i)
-                        word |= (code >> 3) << (8 * i + 7 if i < 4 else 8 * (i - 4) + 3)
+                    ks = [128 * s + _fragment_k(t, q, i) for i in range(8)]
+                    codes = [(int(packed[r, k // 2]) >> (4 * (k % 2))) & 0xF for k in ks]
                     at = 16 * t + 4 * q
-                    pf[r // 64, s, r % 64, at:at + 4] = np.frombuffer(word.to_bytes(4, "little"), np.uint8)
+                    pf[r // 64, s, r % 64, at:at + 4] = _placed_word(codes)
     return pf, _tiled_by_loops(packed, scales)[1]
 
 

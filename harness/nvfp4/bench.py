@@ -414,18 +414,27 @@ class Runner:
         a_all = a_all if a_all is not None else self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
         for m in ms:
             a = a_all[:m]
-            out = self._poisoned((m, n), 0x7FC3)
-
-            def run(a: Any = a, out: Any = out) -> None:
-                self.backend.gemv(a, ops.packed, ops.scales, ops.g, None, out)
-
-            def verify(run: Callable[[], None] = run, a: Any = a, out: Any = out, m: int = m) -> str:
-                self._need_backend()
-                run()
-                return self.check_matmul(a, ops, out, f"gemv M={m}")
-
-            self.measure("gemv", section, m, n, k, verify, run)
+            self._fused_kernel_row("gemv", section, ops, a, 0x7FC3,
+                                   lambda out, a=a: self.backend.gemv(a, ops.packed, ops.scales, ops.g, None, out))
             self.cublas_row(ops, a, section)
+
+    def _fused_kernel_row(self, kernel: str, section: str, ops: Operands, a: Any, poison: int,
+                          launch: Callable[[Any], None], **extra: Any) -> None:
+        """One row of a kernel that reads the packed weights and writes Y = A W^T: ``launch(out)``
+        runs it into an output poisoned with ``poison`` (so a row it never writes fails the
+        check), verified against the float64 bound once, then timed; ``extra`` goes into the row."""
+        m = a.shape[0]
+        out = self._poisoned((m, ops.n), poison)
+
+        def run() -> None:
+            launch(out)
+
+        def verify() -> str:
+            self._need_backend()
+            run()
+            return self.check_matmul(a, ops, out, f"{kernel} M={m}")
+
+        self.measure(kernel, section, m, ops.n, ops.k, verify, run, **extra)
 
     def fused_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, ...] | None = None) -> None:
         """The fused tensor-core path at M = a.shape[0], with the split count the dispatcher uses.
@@ -435,18 +444,10 @@ class Runner:
         ``fused_mma_tiled``, the same split count and bits."""
         m = a.shape[0]
         kernel = "fused_mma" if tiled is None else "fused_mma_tiled"
-        out = self._poisoned((m, ops.n), 0x7FC7 if tiled is None else 0x7FC8)
-
-        def run() -> None:
-            self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled)
-
-        def verify() -> str:
-            self._need_backend()
-            run()
-            return self.check_matmul(a, ops, out, f"{kernel} M={m}")
-
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
-        self.measure(kernel, section, m, ops.n, ops.k, verify, run, splits=splits)
+        self._fused_kernel_row(
+            kernel, section, ops, a, 0x7FC7 if tiled is None else 0x7FC8,
+            lambda out: self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled), splits=splits)
 
     def wgmma_row(self, ops: Operands, a: Any, section: str, fragment_ordered: tuple[Any, ...] | None = None) -> None:
         """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), with the plan the
@@ -456,21 +457,13 @@ class Runner:
         ``fused_wgmma_tiled``, the same plan and bits."""
         from nvfp4_kernels.tiling import wgmma_plan
 
-        m = a.shape[0]
         kernel = "fused_wgmma" if fragment_ordered is None else "fused_wgmma_tiled"
-        out = self._poisoned((m, ops.n), 0x7FC9 if fragment_ordered is None else 0x7FCA)
-
-        def run() -> None:
-            self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, fragment_ordered=fragment_ordered)
-
-        def verify() -> str:
-            self._need_backend()
-            run()
-            return self.check_matmul(a, ops, out, f"{kernel} M={m}")
-
         plan = wgmma_plan(ops.n, ops.k, self.torch.cuda.get_device_properties(self.device).multi_processor_count) \
             if self.device == "cuda" else wgmma_plan(ops.n, ops.k)  # a dry run: the H200's plan
-        self.measure(kernel, section, m, ops.n, ops.k, verify, run, plan=list(plan))
+        self._fused_kernel_row(
+            kernel, section, ops, a, 0x7FC9 if fragment_ordered is None else 0x7FCA,
+            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out,
+                                                 fragment_ordered=fragment_ordered), plan=list(plan))
 
     def _wgmma_runs_here(self) -> bool:
         """fused_wgmma's kernel is built for sm_90a only (its arch_sm90 guard); a dry run on the
