@@ -2,8 +2,9 @@
 # One device call on the H200 (or a host with several GPUs). Results are packed into $OUT as
 # tarballs because the device tool returns at most 8 files; unpack them at the repository root.
 #
-#   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh verify|mutants|bench|host|all
+#   NVFP4_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh PHASE[,PHASE...]
 #
+# Phases (several, comma-separated, run in the order below; `all` is verify, mutants and bench):
 # verify: the multi-GPU run (when the host has 2+ GPUs), new GPU-keyed goldens, then the GPU suites
 #         against them with their gate and coverage JSON, gpu-check and an ncu profile of each kernel
 #         (NVFP4_SKIP_NCU=1 leaves the profile out);
@@ -14,9 +15,22 @@
 # wgmma:  the fused_wgmma path's own evidence: an ncu profile of its launches (row-major and
 #         fragment-ordered, fixtures/gpu/ncu-wgmma.txt) and its CUDA mutants
 #         (fixtures/gpu/mutation-gpu-wgmma.json, to join into mutation-gpu.json);
+# mma-order: scripts/ws_dev/mma_order_dev.py, fused_wgmma in fused_mma's K order (a dev variant:
+#         its bits against fused_mma, then timings beside the library's paths); needs the dev
+#         library built here first (python scripts/ws_dev/ra_dev.py --out /tmp/ra --prebuild) and
+#         carried (kernels/_build);
 # host:   only the host-time section and a per-call host profile (quick #14 iterations).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|host|all}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|all[,...]}
+# wants P: P is one of the comma-separated phases asked for (all: verify, mutants, bench)
+wants() {
+  local p
+  for p in ${phase//,/ }; do
+    [[ $p == "$1" ]] && return 0
+    [[ $p == all && " verify mutants bench " == *" $1 "* ]] && return 0
+  done
+  return 1
+}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -29,7 +43,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 
-if [[ $phase == verify || $phase == all ]]; then
+if wants verify; then
   if (( gpus > 1 )); then
     step "multi-gpu: the GPU dispatch suites on 1 and on $gpus GPUs"
     python3 -m nvfp4_harness multi-gpu --git-commit "$commit" 2>&1 | tail -4 || status=1
@@ -51,28 +65,28 @@ if [[ $phase == verify || $phase == all ]]; then
   tar czf "$OUT/verify.tgz" fixtures/gpu fixtures/goldens benchmarks/multi_gpu 2>/dev/null
 fi
 
-if [[ $phase == mutants || $phase == all ]]; then
+if wants mutants; then
   step "GPU mutants: bugs planted in the CUDA sources, the GPU suites must catch each"
   python3 -m nvfp4_harness mutate --gpu --pytest-args="-n 8" --out fixtures/gpu/mutation-gpu.json 2>&1 \
     | tee "$OUT/mutate-gpu.log" | tail -14 || status=1
   cp fixtures/gpu/mutation-gpu.json "$OUT/" 2>/dev/null
 fi
 
-if [[ $phase == bench || $phase == all ]]; then
+if wants bench; then
   step bench
   python3 -m nvfp4_harness bench --out benchmarks/results --git-commit "$commit" 2>&1 \
     | tee "$OUT/bench.log" | tail -80 || status=1
   tar czf "$OUT/bench.tgz" benchmarks/results
 fi
 
-if [[ $phase == paths ]]; then
+if wants paths; then
   step "bench --only paths"
   python3 -m nvfp4_harness bench --only paths --out benchmarks/results --git-commit "$commit" 2>&1 \
     | tee "$OUT/bench.log" | tail -60 || status=1
   tar czf "$OUT/bench.tgz" benchmarks/results
 fi
 
-if [[ $phase == wgmma ]]; then
+if wants wgmma; then
   step "ncu (clock control off): the fused_wgmma launches of profile_once"
   ncu --clock-control none -k regex:wgmma --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section LaunchStats \
@@ -85,7 +99,12 @@ print(",".join(m.name for m in M if m.file.endswith("fused_wgmma.cu")))')
   tar czf "$OUT/wgmma.tgz" fixtures/gpu/ncu-wgmma.txt fixtures/gpu/mutation-gpu-wgmma.json
 fi
 
-if [[ $phase == host ]]; then
+if wants mma-order; then
+  step "fused_wgmma in fused_mma's K order (dev variant): bits against fused_mma, then timings"
+  python3 scripts/ws_dev/mma_order_dev.py --out "$OUT/mma-order" 2>&1 | tee "$OUT/mma-order.log" | tail -16 || status=1
+fi
+
+if wants host; then
   step "bench --only host"
   python3 -m nvfp4_harness bench --only host --out benchmarks/results --git-commit "$commit" 2>&1 \
     | tee "$OUT/bench.log" | tail -25 || status=1

@@ -295,11 +295,31 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     (benchmarks/NOTES.md, fourteenth and fifteenth sessions): a change to kernels/cuda/fused_wgmma.cu
     must keep both loaders and the narrow activation tiles building without spills (the 128
     accumulators of the 256-row tile leave little room, the narrow tiles' launch bounds less) and
-    the dev entries that scripts/ws_dev/ra_dev.py, wgmma_dev.py and narrow_dev.py call."""
-    # bf16 and fp16 kernels with each loader, the five narrow tiles (fragment-ordered) and the two
-    # finalize kernels
-    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), 16)))
-    assert all(hasattr(lib, name) for name in ("nvfp4ra_launch", "nvfp4ra_launch_plan", "nvfp4ra_launch_narrow"))
+    the dev entries that scripts/ws_dev/ra_dev.py, wgmma_dev.py, narrow_dev.py and mma_order_dev.py
+    call."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
+    try:
+        from mma_order_dev import VARIANTS
+    finally:
+        sys.path.pop(0)
+    # bf16 and fp16 kernels with each loader, the five narrow tiles (fragment-ordered), the
+    # variants in fused_mma's K order (MMA_ORDER), the two finalize kernels and the permutation
+    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), 2 * (2 + 5 + len(VARIANTS)) + 2 + 1)))
+    assert all(hasattr(lib, name) for name in ("nvfp4ra_launch", "nvfp4ra_launch_plan", "nvfp4ra_launch_narrow",
+                                               "nvfp4ra_launch_mma_order", "nvfp4ra_permute_act"))
+    # the script's variants are the ones built: without a GPU a built variant gets as far as CUDA
+    # and fails there, one not built is refused as an invalid value (1) before
+    entry = lib.nvfp4ra_launch_mma_order
+    vp, i32 = ctypes.c_void_p, ctypes.c_int32
+    entry.restype, entry.argtypes = ctypes.c_int, [vp] * 8 + [i32] * 9 + [vp]
+    fake = ctypes.c_void_p(1 << 20)  # aligned, never dereferenced: nothing reaches a kernel here
+
+    def answer(tiled: bool, nact: int, minb: int) -> int:
+        return entry(fake, fake, fake, fake, fake, None, fake, fake, 1, 128, 128, 1, 1, 1, nact, minb, int(tiled),
+                     None)
+
+    assert all(answer(*variant) not in (0, 1) for variant in VARIANTS), [answer(*v) for v in VARIANTS]
+    assert answer(True, 128, 1) == 1 and answer(False, 64, 2) == 1
 
 
 def test_the_register_a_weight_layout_holds_each_lanes_fragment_values() -> None:

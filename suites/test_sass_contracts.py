@@ -263,6 +263,54 @@ def test_wgmma_checker_reports_what_the_kernel_must_not_do(kernel_sass, bad_sass
     assert by_desc != ins and "an HGMMA that is not m64n256k16 with A from registers" in check_wgmma(by_desc)
 
 
+@pytest.fixture(scope="session")
+def wgmma_dev_sass(tmp_path_factory) -> dict[str, list[str]]:
+    """SASS of scripts/ws_dev/fused_ra.cu, the dev library of the fused_wgmma kernel (its narrow
+    tiles and its variant in fused_mma's K order, MMA_ORDER), built as mma_order_dev.py's is."""
+    repo = Path(__file__).resolve().parents[1]
+    cubin = tmp_path_factory.mktemp("wgmma_dev") / "fused_ra.cubin"
+    subprocess.run([build.find_nvcc(), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
+                    f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}", "-o", str(cubin),
+                    str(repo / "scripts" / "ws_dev" / "fused_ra.cu")], check=True, capture_output=True)
+    return dump_sass(cubin)
+
+
+def _wgmma_instantiation(functions: dict[str, list[str]], relayout: bool, mma_order: bool) -> list[str]:
+    """The bf16 256-row instantiation <RELAYOUT, 256, 1, MMA_ORDER> of the dev library."""
+    tag = f"nvfp4_fused_wgmma_kernelI13__nv_bfloat16Lb{int(relayout)}ELi256ELi1ELb{int(mma_order)}E"
+    chosen = [ins for name, ins in functions.items() if tag in name]
+    assert len(chosen) == 1, (tag, sorted(functions))
+    return chosen[0]
+
+
+def test_the_mma_order_variant_decodes_with_fewer_permutes_and_one_load_a_row(wgmma_dev_sass) -> None:
+    """What the dev variant in fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session):
+    two decode tables a row and step instead of eight, so fewer PRMTs than the fragment-ordered
+    kernel's table path; one 16-byte load of the lane's own bytes a row and step on row-major
+    weights as on the tile-contiguous copy (the natural-order kernel makes four); its two scale
+    bytes in one 16-bit load; and the fused_wgmma contract otherwise. Its activation permutation
+    moves 4-byte pairs: four 32-bit loads and one 16-byte store a thread."""
+    def count(ops: list[str], prefix: str) -> int:
+        return sum(o.startswith(prefix) for o in ops)
+
+    # the same layout's kernel in the natural order: placed signs (tiled) or natural ones (row-major)
+    natural = {relayout: opcodes(_wgmma_instantiation(wgmma_dev_sass, relayout, False)) for relayout in (True, False)}
+    for relayout in (True, False):
+        ins = _wgmma_instantiation(wgmma_dev_sass, relayout, True)
+        assert check_wgmma(ins) == [], relayout
+        assert sum("HGMMA" in i for i in ins) == 8
+        ops = opcodes(ins)
+        # 4 tables a step instead of 16, 4 PRMTs each: at least 8 tables' worth fewer
+        assert count(ops, "PRMT") <= count(natural[relayout], "PRMT") - 32, relayout
+        assert count(ops, "LDG.E.128") == count(natural[True], "LDG.E.128") == count(natural[False], "LDG.E.128") // 4
+        assert count(ops, "LDG.E.U16") > 0 and count(ops, "LDG.E.64") == 0, relayout
+    permute = [ins for name, ins in wgmma_dev_sass.items() if "nvfp4_wgmma_permute_act_kernel" in name]
+    assert len(permute) == 1
+    ops = opcodes(permute[0])
+    assert sum(o.startswith("LDG.E") and not o.startswith("LDG.E.128") for o in ops) == 4
+    assert sum(o.startswith("STG.E.128") for o in ops) == 1
+
+
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_scalar_contract(kernel_sass, dtype: str) -> None:
     for name, ins in _select(kernel_sass, "nvfp4_dequant_scalar_kernel", dtype).items():

@@ -92,6 +92,76 @@ __device__ __forceinline__ void decode_word_multiply(uint32_t placed_or_natural,
   r[0] = lo[0], r[1] = lo[1], r[2] = hi[0], r[3] = hi[1];
 }
 
+// MMA_ORDER (see the kernel): word w of a lane's codes, all in one scale block of scale s, by
+// multiplication (decode_word's two forms, as fused_mma.cu chooses them; PLACED words unplaced).
+template <typename T, bool PLACED>
+__device__ __forceinline__ void decode_word_one_scale(uint32_t placed_or_natural, float s, uint32_t r[4]) {
+  const uint32_t w = PLACED ? unplace_signs(placed_or_natural) : placed_or_natural;
+  const float big = s * pow2_14();
+  if (fabsf(big) == __uint_as_float(0x7F800000u) && fabsf(s) != __uint_as_float(0x7F800000u)) {
+    decode_word<T, false>(w, s, r);
+  } else {
+    decode_word<T, true>(w, big, r);
+  }
+}
+
+// MMA_ORDER's half step h of one lane: words 2 h and 2 h + 1 of rows g and g + 8 (codes
+// 16 h .. 16 h + 15 of the lane's 32 a row, scale block 2 t + h: byte h of c0 / c1) -> the A
+// fragments of k16 MMAs 4 h .. 4 h + 3, the registers fused_mma.cu's decode gives its MMAs of the
+// same index: one table a row (build_table), or multiplication where a scale leaves its range.
+template <typename T, bool PLACED>
+__device__ __forceinline__ void decode_half_mma_order(const uint32_t (&wr0)[2], const uint32_t (&wr1)[2], uint32_t c0,
+                                                      uint32_t c1, int h, float gs, uint32_t (&af)[4][4]) {
+  const float2 b0 = e4m3x2_to_f32(c0), b1 = e4m3x2_to_f32(c1);
+  const float s0 = (h ? b0.y : b0.x) * gs, s1 = (h ? b1.y : b1.x) * gs;
+  uint32_t f[2][2][4];  // [word][row]
+  if (table_ok<T>(s0) & table_ok<T>(s1)) {
+    const DecodeTable t0 = build_table<T>(s0), t1 = build_table<T>(s1);
+#pragma unroll
+    for (int qq = 0; qq < 2; ++qq) {
+      if constexpr (PLACED) {
+        decode_word_table_placed(wr0[qq], t0, f[qq][0]);
+        decode_word_table_placed(wr1[qq], t1, f[qq][1]);
+      } else {
+        decode_word_table(wr0[qq], t0, f[qq][0]);
+        decode_word_table(wr1[qq], t1, f[qq][1]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int qq = 0; qq < 2; ++qq) {
+      decode_word_one_scale<T, PLACED>(wr0[qq], s0, f[qq][0]);
+      decode_word_one_scale<T, PLACED>(wr1[qq], s1, f[qq][1]);
+    }
+  }
+#pragma unroll
+  for (int qq = 0; qq < 2; ++qq) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {  // MMA 4 h + 2 qq + x: the word's codes 4 x .. 4 x + 3
+      af[2 * qq + x][0] = f[qq][0][2 * x], af[2 * qq + x][1] = f[qq][1][2 * x];
+      af[2 * qq + x][2] = f[qq][0][2 * x + 1], af[2 * qq + x][3] = f[qq][1][2 * x + 1];
+    }
+  }
+}
+
+// MMA_ORDER's activations: a [rows, k] (k % 128 == 0, 2-byte values, 16-byte aligned) -> out, each
+// 128-value step permuted so that out[16 j + c] = a[32 (c % 8 / 2) + 4 j + 2 (c / 8) + c % 2].
+// In 4-byte pairs, out pair 8 j + 4 h + t = a pair 16 t + 2 j + h: thread i writes out chunk i
+// (16 bytes, c4 = i % 16 of its step) from the pairs 16 t + c4, t = 0..3, which the 16 threads of
+// a step read as four 64-byte runs. The fused_wgmma kernel that reads `out` is its programmatic
+// dependent and waits for it before its first activation copy. (A template, so that only the
+// launches that use it build it: the library's do not.)
+constexpr int kPermuteThreads = 256;
+template <int THREADS = kPermuteThreads>
+__global__ void __launch_bounds__(THREADS) nvfp4_wgmma_permute_act_kernel(const uint32_t* __restrict__ a,
+                                                                          uint4* __restrict__ out, int64_t chunks) {
+  allow_dependent_launch();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= chunks) return;
+  const uint32_t* src = a + ((i >> 4) << 6) + (i & 15);
+  out[i] = make_uint4(__ldg(src), __ldg(src + 16), __ldg(src + 32), __ldg(src + 48));
+}
+
 struct WgmmaPlan {
   int whole_tiles;  // leading 128-row tiles that take every step in one block
   int tiles;        // all 128-row tiles
@@ -107,7 +177,17 @@ struct WgmmaPlan {
 // launch bounds): the library launches 256 and 1; narrower tiles are the dev measurement of
 // scripts/ws_dev/narrow_dev.py (same bits; slower than fused_mma at M <= 64, benchmarks/NOTES.md,
 // fifteenth session).
-template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1>
+// MMA_ORDER (dev only, scripts/ws_dev/mma_order_dev.py; the library launches false): fused_mma's
+// K order instead of the natural one. Lane t then holds the 32 consecutive codes 32 t .. 32 t + 31
+// of each row and step (two scale blocks, so two decode tables a row and step instead of eight),
+// k16 MMA j takes K = 32 (c % 8 / 2) + 4 j + 2 (c / 8) + c % 2 at its column c, exactly the
+// slots of fused_mma.cu's MMA j, and the activations are read from a copy permuted to match
+// (nvfp4_wgmma_permute_act_kernel above, launched first; the kernel is its programmatic dependent
+// and waits for it before its first activation copy). The weights are fused_mma's: RELAYOUT, the tile-contiguous copy
+// (nvfp4_kernels.layout.tile_weights, signs placed), else the row-major ones, one 16-byte load
+// of the lane's own bytes a row and step. Per element, the same k16 sums as fused_mma in the same
+// order, so at the same K ranges the bits are fused_mma's.
+template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false>
 __global__ void __launch_bounds__(kWgThreads, MIN_BLOCKS)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                          const float* __restrict__ g_ptr, const unsigned short* __restrict__ bias,
@@ -162,6 +242,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     tma_load_2d(dst + kWgActStageBytes / 2, &act_map, (step0 + s_load) * kWgStepK + 64, m0, bar);
   };
   if (tid == 0) {
+    if constexpr (MMA_ORDER) wait_for_prerequisite_grid();  // the permuted activations are written
     for (int s = 0; s < kWgStages - 1 && s < steps; ++s) load_act(s);
   }
   // this thread's weight rows: g and g + 8 of its warp's 16; rows past n read nothing (zero codes
@@ -171,24 +252,29 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   // a row's bytes of step s: row-major, the 64 packed bytes (every lane of a quad loads them all)
   // and 8 scale bytes at K/2 and K/16 bytes a row; fragment-ordered, the lane's own 16 bytes in a
   // 4 KB piece per 64-row tile and step, and the tile's 512 scale bytes per step
-  constexpr int kLoads = RELAYOUT ? 1 : 4;       // 16-byte loads a row and step
+  // In MMA_ORDER a lane's bytes are the row's 16 t .. 16 t + 15 in either layout (one load), and
+  // its scale bytes 2 t and 2 t + 1 of the row's 8.
+  constexpr bool kOwnBytes = RELAYOUT || MMA_ORDER;
+  constexpr int kLoads = kOwnBytes ? 1 : 4;       // 16-byte loads a row and step
   constexpr int kPackedStep = RELAYOUT ? 256 : 4;  // in uint4 a step
-  constexpr int kScaleStep = RELAYOUT ? 64 : 1;    // in uint2 a step
+  using ScaleBytes = std::conditional_t<MMA_ORDER, unsigned short, uint2>;
+  constexpr int kScaleStep = (RELAYOUT ? 512 : 8) / static_cast<int>(sizeof(ScaleBytes));  // a step
   auto packed_at = [&](int64_t row) {
     return reinterpret_cast<const uint4*>(
         RELAYOUT ? packed + ((row >> 6) * total_steps + step0) * 4096 + (row & 63) * 64 + t * 16
-                 : packed + row * (k / 2) + step0 * 64);
+                 : packed + row * (k / 2) + step0 * 64 + (MMA_ORDER ? t * 16 : 0));
   };
   auto scales_at = [&](int64_t row) {
-    return reinterpret_cast<const uint2*>(
-        RELAYOUT ? scales + ((row >> 6) * total_steps + step0) * 512 + (row & 63) * 8
-                 : scales + row * (k / 16) + step0 * 8);
+    return reinterpret_cast<const ScaleBytes*>(
+        (RELAYOUT ? scales + ((row >> 6) * total_steps + step0) * 512 + (row & 63) * 8
+                  : scales + row * (k / 16) + step0 * 8) +
+        (MMA_ORDER ? 2 * t : 0));
   };
   const uint4 *p0 = packed_at(ok0 ? row0 : 0), *p1 = packed_at(ok1 ? row1 : 0);
-  const uint2 *q0 = scales_at(ok0 ? row0 : 0), *q1 = scales_at(ok1 ? row1 : 0);
+  const ScaleBytes *q0 = scales_at(ok0 ? row0 : 0), *q1 = scales_at(ok1 ? row1 : 0);
   const uint32_t sel = static_cast<uint32_t>(t) | (static_cast<uint32_t>(t + 4) << 4);
   uint4 w0[kLoads], w1[kLoads];  // the step's bytes of rows 0 and 1
-  uint2 c0, c1;                  // their 8 scale bytes
+  ScaleBytes c0, c1;             // their scale bytes (all 8, or the lane's 2 in MMA_ORDER)
   auto load_raw = [&](int s_load) {
     const uint4 z4 = make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -196,8 +282,8 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
       w0[i] = ok0 ? __ldg(p0 + kPackedStep * s_load + i) : z4;
       w1[i] = ok1 ? __ldg(p1 + kPackedStep * s_load + i) : z4;
     }
-    c0 = ok0 ? __ldg(q0 + kScaleStep * s_load) : make_uint2(0, 0);
-    c1 = ok1 ? __ldg(q1 + kScaleStep * s_load) : make_uint2(0, 0);
+    c0 = ok0 ? __ldg(q0 + kScaleStep * s_load) : ScaleBytes{};
+    c1 = ok1 ? __ldg(q1 + kScaleStep * s_load) : ScaleBytes{};
   };
   const float gs = __ldg(g_ptr);
   float acc[NACT / 2];
@@ -205,9 +291,9 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   for (int x = 0; x < NACT / 2; ++x) acc[x] = 0.f;
   if (steps > 0) load_raw(0);
   // the lane's words 2 h and 2 h + 1 of a row: row-major, gathered from the row's natural bytes
-  // 32 h .. 32 h + 31; fragment-ordered, as loaded
+  // 32 h .. 32 h + 31; fragment-ordered or in MMA_ORDER, as loaded
   auto lane_words = [&](const uint4 (&w)[kLoads], int h, uint32_t (&out)[2]) {
-    if constexpr (RELAYOUT) {
+    if constexpr (kOwnBytes) {
       out[0] = h ? w[0].z : w[0].x, out[1] = h ? w[0].w : w[0].y;
     } else {
       const uint4* r = w + 2 * h;
@@ -221,6 +307,9 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     uint32_t wr0[2], wr1[2];
     lane_words(w0, h, wr0);
     lane_words(w1, h, wr1);
+    if constexpr (MMA_ORDER) {
+      decode_half_mma_order<T, RELAYOUT>(wr0, wr1, c0, c1, h, gs, af);
+    } else {
     const uint32_t cb0 = h ? c0.y : c0.x, cb1 = h ? c1.y : c1.x;
     float s0[4], s1[4];
 #pragma unroll
@@ -246,6 +335,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
       af[2 * qq][0] = f0[0], af[2 * qq][1] = f1[0], af[2 * qq][2] = f0[1], af[2 * qq][3] = f1[1];
       af[2 * qq + 1][0] = f0[2], af[2 * qq + 1][1] = f1[2], af[2 * qq + 1][2] = f0[3], af[2 * qq + 1][3] = f1[3];
     }
+    }  // natural K order
   };
   // Step s - 1's activation stage is released once its second half is complete; thread 0 then
   // loads step s + kWgStages - 1 into it, once both warpgroups have released it.
@@ -307,30 +397,62 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 #endif
 }
 
-template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1>
+// MMA_ORDER launches first permute the activations into act_ws ([m, k] 2-byte values, 16-byte
+// aligned; the dev entry's caller provides it), then the kernel as that launch's programmatic
+// dependent.
+template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false>
 cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
-                         cudaStream_t stream) {
-  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS>;
+                         cudaStream_t stream, void* act_ws = nullptr) {
+  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS, MMA_ORDER>;
   constexpr int kSmem = wgmma_smem_bytes(NACT);
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
+  const void* act = a;
+  if constexpr (MMA_ORDER) {
+    if (act_ws == nullptr || reinterpret_cast<uintptr_t>(act_ws) % 16 != 0) return cudaErrorInvalidValue;
+    const int64_t chunks = static_cast<int64_t>(m) * k / 8;
+    nvfp4_wgmma_permute_act_kernel<<<static_cast<unsigned>((chunks + kPermuteThreads - 1) / kPermuteThreads),
+                                     kPermuteThreads, 0, stream>>>(static_cast<const uint32_t*>(a),
+                                                                   static_cast<uint4*>(act_ws), chunks);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    act = act_ws;
+  }
   CUtensorMap act_map{};
-  err = hopper::encode_act_map(&act_map, a, std::is_same_v<T, __nv_bfloat16>, m, k, NACT);
+  err = hopper::encode_act_map(&act_map, act, std::is_same_v<T, __nv_bfloat16>, m, k, NACT);
   if (err != cudaSuccess) return err;
   const int m_tiles = (m + NACT - 1) / NACT;
   const int64_t blocks = (static_cast<int64_t>(plan.whole_tiles) +
                           static_cast<int64_t>(plan.tiles - plan.whole_tiles) * plan.splits) * m_tiles;
   const bool split = plan.whole_tiles < plan.tiles && plan.splits > 1;
-  kernel<<<static_cast<unsigned>(blocks), kWgThreads, kSmem, stream>>>(
-      static_cast<const uint8_t*>(packed), static_cast<const uint8_t*>(scales), static_cast<const float*>(g),
-      static_cast<const unsigned short*>(bias), static_cast<unsigned short*>(out), split ? workspace : nullptr, m, n,
-      k, m_tiles, plan, act_map);
-  err = cudaGetLastError();
+  const auto* packed_b = static_cast<const uint8_t*>(packed);
+  const auto* scales_b = static_cast<const uint8_t*>(scales);
+  const auto* g_f = static_cast<const float*>(g);
+  const auto* bias_s = static_cast<const unsigned short*>(bias);
+  auto* out_s = static_cast<unsigned short*>(out);
+  float* partial = split ? workspace : nullptr;
+  if constexpr (MMA_ORDER) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kWgThreads);
+    config.dynamicSmemBytes = kSmem;
+    config.stream = stream;
+    cudaLaunchAttribute dependent[1];
+    dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = dependent;
+    config.numAttrs = 1;
+    err = cudaLaunchKernelEx(&config, kernel, packed_b, scales_b, g_f, bias_s, out_s, partial, m, n, k, m_tiles, plan,
+                             act_map);
+    if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind
+  } else {
+    kernel<<<static_cast<unsigned>(blocks), kWgThreads, kSmem, stream>>>(packed_b, scales_b, g_f, bias_s, out_s,
+                                                                         partial, m, n, k, m_tiles, plan, act_map);
+    err = cudaGetLastError();
+  }
   if (err != cudaSuccess || !split) return err;
-  return launch_splitk_finalize<T>(workspace, static_cast<const unsigned short*>(bias),
-                                   static_cast<unsigned short*>(out), m, n, plan.splits, stream,
-                                   plan.whole_tiles * kWgRows);
+  return launch_splitk_finalize<T>(workspace, bias_s, out_s, m, n, plan.splits, stream, plan.whole_tiles * kWgRows);
 }
 
 bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }

@@ -2,7 +2,8 @@
 // (kernels/cuda/fused_wgmma.cu) in a library of its own, for the dev scripts' measurements of the
 // fragment-ordered weight layout (ra_dev.py, wgmma_dev.py). The library itself launches that
 // layout as nvfp4_launch_fused_wgmma_tiled for a registered weight (nvfp4_kernels.layout); these
-// entries keep the dev scripts' names and argument order.
+// entries keep the dev scripts' names and argument order, and add the MMA_ORDER variant
+// (fused_mma's K order over fused_mma's weights) that mma_order_dev.py measures.
 //
 // Weight layout (built by ra_dev.py's ra_layout and by nvfp4_kernels.layout.wgmma_weights alike):
 // 64-row tiles, per tile and step 64 rows x 64 bytes; lane t's 16 bytes of a row hold word
@@ -30,22 +31,31 @@ int nvfp4ra_launch(const void* a, const void* packed, const void* scales, const 
   return nvfp4ra_launch_plan(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, 0, splits, stream);
 }
 
+// The dev entries' plan: the library's argument checks for the narrow tiles (m up to nact);
+// false where the launch cannot take them.
+static bool dev_plan(int32_t m, int32_t n, int32_t k, int32_t whole_tiles, int32_t splits, int32_t nact,
+                     const float* workspace, nvfp4::WgmmaPlan* plan) {
+  const int steps = k / nvfp4::kWgStepK, tiles = (n + nvfp4::kWgRows - 1) / nvfp4::kWgRows;
+  if (m < 1 || m > nact || n < 1 || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK || whole_tiles < 0 ||
+      whole_tiles > tiles || splits < 1 || splits > steps || (whole_tiles < tiles && splits > 1 && workspace == nullptr)) {
+    return false;
+  }
+  const int per = (steps + splits - 1) / splits;
+  if ((steps + per - 1) / per != splits) return false;
+  *plan = nvfp4::WgmmaPlan{whole_tiles, tiles, splits, per};
+  return true;
+}
+
 // Dev entry for the narrow activation tiles (fused_wgmma.cu's NACT and MIN_BLOCKS template
 // arguments): the fragment-ordered kernel with blocks of `nact` activation rows, `min_blocks`
-// resident per SM by its launch bounds; variant -1 lists nothing, anything not built returns
-// cudaErrorInvalidValue. Same argument checks as the library's plan launch.
+// resident per SM by its launch bounds; anything not built returns cudaErrorInvalidValue. Same
+// argument checks as the library's plan launch.
 int nvfp4ra_launch_narrow(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                           void* out, float* workspace, int32_t m, int32_t n, int32_t k, int32_t out_bf16,
                           int32_t whole_tiles, int32_t splits, int32_t nact, int32_t min_blocks,
                           cudaStream_t stream) {
-  const int steps = k / nvfp4::kWgStepK, tiles = (n + nvfp4::kWgRows - 1) / nvfp4::kWgRows;
-  if (m < 1 || m > nact || n < 1 || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK || whole_tiles < 0 ||
-      whole_tiles > tiles || splits < 1 || splits > steps || (whole_tiles < tiles && splits > 1 && workspace == nullptr)) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  const int per = (steps + splits - 1) / splits;
-  if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
-  const nvfp4::WgmmaPlan plan{whole_tiles, tiles, splits, per};
+  nvfp4::WgmmaPlan plan{};
+  if (!dev_plan(m, n, k, whole_tiles, splits, nact, workspace, &plan)) return static_cast<int>(cudaErrorInvalidValue);
 #define NVFP4RA_NARROW(NACT, MINB)                                                                                  \
   if (nact == NACT && min_blocks == MINB) {                                                                      \
     return static_cast<int>(                                                                                     \
@@ -61,6 +71,50 @@ int nvfp4ra_launch_narrow(const void* a, const void* packed, const void* scales,
   NVFP4RA_NARROW(16, 3)
 #undef NVFP4RA_NARROW
   return static_cast<int>(cudaErrorInvalidValue);
+}
+
+// Dev entry for fused_mma's K order (fused_wgmma.cu's MMA_ORDER; scripts/ws_dev/mma_order_dev.py):
+// fused_mma's weights, `tiled` the tile-contiguous copy (nvfp4_kernels.layout.tile_weights) or
+// else the contract's row-major bytes, the activations permuted into act_ws ([m, k], 16-byte
+// aligned) by the launch. Blocks of `nact` activation rows, `min_blocks` resident per SM; what is
+// not built returns cudaErrorInvalidValue.
+int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, const void* scales, const void* g,
+                             const void* bias, void* out, float* workspace, int32_t m, int32_t n, int32_t k,
+                             int32_t out_bf16, int32_t whole_tiles, int32_t splits, int32_t nact, int32_t min_blocks,
+                             int32_t tiled, cudaStream_t stream) {
+  nvfp4::WgmmaPlan plan{};
+  if (!dev_plan(m, n, k, whole_tiles, splits, nact, workspace, &plan) || a == nullptr ||
+      reinterpret_cast<uintptr_t>(a) % 16 != 0) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+#define NVFP4RA_MMA_ORDER(TILED, NACT, MINB)                                                                      \
+  if (!tiled == !TILED && nact == NACT && min_blocks == MINB) {                                                  \
+    return static_cast<int>(out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, TILED, NACT, MINB, true>(             \
+                                           a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws) \
+                                     : nvfp4::launch_wgmma<__half, TILED, NACT, MINB, true>(                      \
+                                           a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)); \
+  }
+  NVFP4RA_MMA_ORDER(true, 256, 1)
+  NVFP4RA_MMA_ORDER(false, 256, 1)
+  NVFP4RA_MMA_ORDER(true, 64, 2)
+  NVFP4RA_MMA_ORDER(true, 32, 2)
+  NVFP4RA_MMA_ORDER(true, 16, 3)
+#undef NVFP4RA_MMA_ORDER
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+// The MMA_ORDER launches' activation permutation alone (a and out: [m, k], 16-byte aligned), for
+// mma_order_dev.py's check of it against its Python definition and its timing.
+int nvfp4ra_permute_act(const void* a, void* out, int32_t m, int32_t k, cudaStream_t stream) {
+  if (a == nullptr || out == nullptr || m < 1 || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK ||
+      reinterpret_cast<uintptr_t>(a) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const int64_t chunks = static_cast<int64_t>(m) * k / 8;
+  constexpr int threads = nvfp4::kPermuteThreads;
+  nvfp4::nvfp4_wgmma_permute_act_kernel<<<static_cast<unsigned>((chunks + threads - 1) / threads), threads, 0,
+                                          stream>>>(static_cast<const uint32_t*>(a), static_cast<uint4*>(out), chunks);
+  return static_cast<int>(cudaGetLastError());
 }
 
 }  // extern "C"

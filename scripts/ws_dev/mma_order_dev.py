@@ -1,0 +1,237 @@
+# ruff: noqa: B023  (each timed lambda runs inside the iteration that defines it)
+"""Device measurement: the fused_wgmma kernel in fused_mma's K order (fused_wgmma.cu's MMA_ORDER
+template argument, dev entries in fused_ra.cu), on fused_mma's weights, against the library's
+launches, at the M of issue #10's targets.
+
+Why (benchmarks/NOTES.md, fifteenth and sixteenth sessions): in the natural K order a lane's 32
+codes of a row and step lie in all eight scale blocks, so every lane builds eight decode tables a
+row and step where fused_mma's lanes build two, and the SASS of the table path has 129 PRMTs a step
+against 85 in this order. fused_mma's order gives each lane 32 consecutive codes (two blocks); the
+wgmma's B operand then needs the activations permuted to match, which a small kernel does before
+the main one (its programmatic dependent). Expected: fewer decode instructions per weight, the
+same bits as fused_mma at the same K ranges (every element takes the same k16 sums in the same
+order), and one registered copy of the weight (fused_mma's tile-contiguous one) for both paths.
+
+What it checks, then times (L2 flushed, medians of 21, references in the same run):
+- the permutation kernel against :func:`mma_k_order` applied by torch, byte for byte;
+- every variant's bits against fused_mma's library launch at the same K ranges (whole tiles at one
+  split, the rest at the plan's), over N and M tails, both types, bias, and the exact decode's
+  overflow path (g = 2^110);
+- copy, cuBLAS bf16, fused_mma tiled (the dispatcher's split), the library's fused_wgmma on its
+  fragment-ordered copy, the permutation alone, and each variant over its plans.
+
+    python scripts/ws_dev/ra_dev.py --out DIR --prebuild     # here: kernels/_build/ws/ra/libra.so
+    python scripts/ws_dev/mma_order_dev.py --out DIR         # on the H200
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SMS = 132
+#: (tiled, NACT, MIN_BLOCKS) the dev library builds (fused_ra.cu, nvfp4ra_launch_mma_order)
+VARIANTS = ((True, 256, 1), (False, 256, 1), (True, 64, 2), (True, 32, 2), (True, 16, 3))
+
+
+def mma_k_order() -> np.ndarray:
+    """[128] -> natural K offset in a step of the value at each position of the permuted step:
+    position 16 j + c (k16 MMA j, its column c) holds K = 32 (c % 8 // 2) + 4 j + 2 (c // 8) + c % 2,
+    the value that fused_mma.cu's MMA j pairs with column c (lane t = c % 8 // 2 holds the step's
+    codes 32 t .. 32 t + 31, four an MMA)."""
+    j, c = np.divmod(np.arange(128), 16)
+    return 32 * (c % 8 // 2) + 4 * j + 2 * (c // 8) + c % 2
+
+
+def permute_act(a, order: np.ndarray | None = None):
+    """The activations [m, k] (numpy or torch) in the permuted order, step by step."""
+    order = mma_k_order() if order is None else order
+    m, k = a.shape
+    idx = (np.arange(k // 128)[:, None] * 128 + order[None, :]).reshape(-1)
+    if isinstance(a, np.ndarray):
+        return np.ascontiguousarray(a[:, idx])
+    import torch
+
+    return a[:, torch.as_tensor(idx, device=a.device)].contiguous()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--ms", default="1,16,64,128,256")
+    parser.add_argument("--quick", action="store_true", help="fewer bit cases and only the library's plan")
+    args = parser.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    import torch
+    from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half, kernel_bytes
+    from nvfp4_kernels import cuda_backend, layout
+    from nvfp4_kernels.tiling import fused_split_count, wgmma_plan
+
+    sys.path.insert(0, str(HERE))
+    import narrow_dev
+    import ra_dev
+    import ws_dev
+
+    dev = "cuda"
+    vp, i32 = ctypes.c_void_p, ctypes.c_int32
+    lib = ctypes.CDLL(str(ra_dev.PREBUILT if ra_dev.PREBUILT.exists() else ra_dev.build(out_dir)))
+    lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
+    lib.nvfp4ra_launch_mma_order.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, i32, i32, i32, i32, i32, i32, i32, i32,
+                                             i32, vp]
+    lib.nvfp4ra_permute_act.restype = ctypes.c_int
+    lib.nvfp4ra_permute_act.argtypes = [vp, vp, i32, i32, vp]
+    work = {"buf": torch.empty(1, dtype=torch.float32, device=dev),
+            "act": torch.empty(8, dtype=torch.uint8, device=dev)}
+
+    def stream() -> int:
+        return torch.cuda.current_stream().cuda_stream
+
+    def launch(a, pw, sw, g, bias, o, plan, variant) -> None:
+        tiled, nact, minb = variant
+        m, k = a.shape
+        n = o.shape[1]
+        need = plan[1] * m * n
+        if work["buf"].numel() < need:
+            work["buf"] = torch.empty(need, dtype=torch.float32, device=dev)
+        if work["act"].numel() < 2 * m * k:
+            work["act"] = torch.empty(2 * m * k, dtype=torch.uint8, device=dev)
+        err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), work["act"].data_ptr(), pw.data_ptr(), sw.data_ptr(),
+                                           g.data_ptr(), None if bias is None else bias.data_ptr(), o.data_ptr(),
+                                           work["buf"].data_ptr(), m, n, k, int(a.dtype == torch.bfloat16), plan[0],
+                                           plan[1], nact, minb, int(tiled), stream())
+        if err:
+            raise RuntimeError(f"nvfp4ra_launch_mma_order: error {err} (m={m} n={n} k={k} plan={plan} {variant})")
+
+    def expected(a, p, s, g, bias, plan):
+        """fused_mma's library launch at the plan's K ranges: the first 128 * whole_tiles rows at one
+        split, the rest at the plan's splits."""
+        m = a.shape[0]
+        n = p.shape[0]
+        cut = min(n, 128 * plan[0])
+        parts = []
+        for r0, r1, splits in ((0, cut, 1), (cut, n, plan[1])):
+            if r1 > r0:
+                o = torch.empty((m, r1 - r0), dtype=a.dtype, device=dev)
+                cuda_backend.fused_mma(a, p[r0:r1], s[r0:r1], g, None if bias is None else bias[r0:r1], o,
+                                       splits=splits)
+                parts.append(o)
+        return torch.cat(parts, dim=1)
+
+    report: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                    "variants": [list(v) for v in VARIANTS], "permutation": [], "bits": [], "rows": []}
+    failures: list[str] = []
+    # the permutation kernel against its definition
+    for m, k in ((1, 128), (3, 1024), (256, 5120), (17, 17408)):
+        a = torch.randn(m, k, device=dev).to(torch.bfloat16)
+        got = torch.empty_like(a)
+        err = lib.nvfp4ra_permute_act(a.data_ptr(), got.data_ptr(), m, k, stream())
+        same = not err and bool(torch.equal(got.view(torch.int16), permute_act(a).view(torch.int16)))
+        report["permutation"].append({"m": m, "k": k, "error": err, "same": same})
+        if not same:
+            failures.append(f"permutation differs from mma_k_order: m={m} k={k} (error {err})")
+    # bits against fused_mma at the same K ranges
+    g_normal = torch.tensor([0.0123], dtype=torch.float32, device=dev)
+    # s = byte x 2^113 with bytes 1.0 .. 3.75: s 2^14 overflows for half the blocks (the exact
+    # decode's slow form) while every weight and sum stays finite in bf16
+    g_over = torch.tensor([2.0 ** 113], dtype=torch.float32, device=dev)
+    # (n, k, scale bytes, g, dtypes): the table's range; every byte but the two NaNs (zero,
+    # subnormal and negative scales, blocks outside the table's range); the overflow form
+    cases = [(200, 1024, "table", g_normal, (torch.bfloat16, torch.float16)),
+             (1000, 2048, "table", g_normal, (torch.bfloat16, torch.float16)),
+             (132 * 128 + 70, 256, "table", g_normal, (torch.bfloat16, torch.float16)),
+             (300, 1024, "all", g_normal, (torch.bfloat16, torch.float16)),
+             (257, 1024, "overflow", g_over, (torch.bfloat16,))]
+    ms = (1, 5, 17, 64) if args.quick else (1, 5, 16, 17, 33, 64, 129, 200, 256)
+    for n, k, kind, g, dtypes in cases:
+        packed, scales = ws_dev.make(n, k, n + k, *{"table": (0x30, 0x40), "all": (0, 256),
+                                                    "overflow": (0x38, 0x48)}[kind])
+        scales[(scales & 0x7F) == 0x7F] -= 1  # no NaN scale: its NaN's bits are not what is compared
+        p, s = ws_dev.to_dev(packed), ws_dev.to_dev(scales)
+        pt, st = layout.tile_weights(p, s)
+        for dtype in dtypes:
+            tiles, steps = -(-n // 128), k // 128
+            plans = {wgmma_plan(n, k, SMS), (tiles, 1)}
+            if not args.quick:
+                plans |= {(0, narrow_dev.norm_splits(steps, x)) for x in (2, 3)}
+            for m in ms:
+                a = torch.randn(m, k, device=dev).to(dtype)
+                bias = torch.randn(n, device=dev).to(dtype) if m % 2 else None
+                for plan in sorted(plans):
+                    want = expected(a, p, s, g, bias, plan)
+                    for variant in VARIANTS:
+                        if m > variant[1]:
+                            continue
+                        got = torch.full((m, n), float("nan"), dtype=dtype, device=dev)
+                        launch(a, pt if variant[0] else p, st if variant[0] else s, g, bias, got, plan, variant)
+                        same = bool(torch.equal(got.view(torch.int16), want.view(torch.int16)))
+                        report["bits"].append({"dtype": str(dtype), "n": n, "k": k, "m": m, "plan": list(plan),
+                                               "bias": bias is not None, "scales": kind, "g": float(g.item()),
+                                               "variant": list(variant), "same_bits": same})
+                        if not same:
+                            failures.append(f"bits differ from fused_mma: {dtype} {n}x{k} M={m} plan={plan} "
+                                            f"{variant} g={g.item():g}")
+    torch.cuda.synchronize()
+
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
+    lines = []
+    for n, k in ((17408, 5120), (5120, 17408)):
+        packed, scales = ws_dev.make(n, k, 1)
+        p, s = ws_dev.to_dev(packed), ws_dev.to_dev(scales)
+        pt, st = layout.tile_weights(p, s)
+        pf, sf = layout.wgmma_weights(p, s)
+        w_bf16 = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
+        for m in (int(x) for x in args.ms.split(",")):
+            a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
+            o = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
+            half = copy_ceiling_half(kernel_bytes("fused_mma", m, n, k, 16))
+            src = torch.empty(half, dtype=torch.uint8, device=dev)
+            dst = torch.empty_like(src)
+            copy_us = ws_dev.timer(lambda: dst.copy_(src), flush)
+            cublas_us = ws_dev.timer(lambda: torch.matmul(a, w_bf16.t()), flush)
+            splits = fused_split_count(n, k, m)
+            tiled = (pt, st, layout.scale_byte_range(s))
+            mma_us = ws_dev.timer(lambda: cuda_backend.fused_mma(a, p, s, g_normal, None, o, splits=splits,
+                                                                 tiled=tiled), flush)
+            frag_us = ws_dev.timer(lambda: cuda_backend.fused_wgmma(a, p, s, g_normal, None, o,
+                                                                    fragment_ordered=(pf, sf)), flush)
+            permuted = torch.empty_like(a)
+            permute_us = ws_dev.timer(lambda: lib.nvfp4ra_permute_act(a.data_ptr(), permuted.data_ptr(), m, k,
+                                                                      stream()), flush)
+            times = {}
+            for variant in VARIANTS:
+                if m > variant[1]:
+                    continue
+                pw, sw = (pt, st) if variant[0] else (p, s)
+                name = f"{'tiled' if variant[0] else 'row-major'} {variant[1]}x{variant[2]}"
+                plans = ([wgmma_plan(n, k, SMS * variant[2])] if args.quick
+                         else narrow_dev.plans_for(n, k, SMS * variant[2]))
+                for plan in plans:
+                    times[f"{name} plan {plan[0]},{plan[1]}"] = ws_dev.timer(
+                        lambda pw=pw, sw=sw, plan=plan, variant=variant: launch(a, pw, sw, g_normal, None, o, plan,
+                                                                               variant), flush)
+            best = min(times, key=times.get)
+            report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": 2 * half,
+                                   "cublas_bf16_us": cublas_us, "fused_mma_tiled_us": mma_us,
+                                   "fused_mma_splits": splits, "fused_wgmma_fragment_ordered_us": frag_us,
+                                   "permute_us": permute_us, "mma_order_us": times, "best": best})
+            b = times[best]
+            lines.append(f"{n}x{k} M={m:3d}: copy {copy_us:6.2f} cuBLAS {cublas_us:6.2f} mma {mma_us:6.2f} "
+                         f"wgmma frag {frag_us:6.2f} permute {permute_us:5.2f} | best {best}: {b:6.2f} us = "
+                         f"{copy_us / b:5.1%} of copy, {b / cublas_us:4.2f}x cuBLAS")
+    report["failures"] = failures
+    (out_dir / "mma-order-dev.json").write_text(json.dumps(report, indent=1))
+    print("\n".join(failures[:20]) or
+          f"bits: all {len(report['bits'])} launches equal fused_mma's; the permutation equals its definition")
+    print("\n".join(lines))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
