@@ -308,7 +308,7 @@ def test_the_mma_order_variant_decodes_with_fewer_permutes_and_one_load_a_row(wg
     assert len(permute) == 1
     ops = opcodes(permute[0])
     assert sum(o.startswith("LDG.E") and not o.startswith("LDG.E.128") for o in ops) == 4
-    assert sum(o.startswith("STG.E.128") for o in ops) == 1
+    assert sum(o.startswith("STG.E.128") for o in ops) == 2  # a permuted chunk, or a zero one past m
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])

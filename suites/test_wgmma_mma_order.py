@@ -111,24 +111,24 @@ def test_each_lane_meets_two_scale_blocks_a_row_and_step() -> None:
             assert {k // 16 for k in ks} == {2 * t + h}
 
 
-def _permute_like_the_kernel(pairs: np.ndarray) -> np.ndarray:
+def _permute_like_the_kernel(pairs: np.ndarray, rows_out: int, k: int) -> np.ndarray:
     """nvfp4_wgmma_permute_act_kernel's index arithmetic on a flat array of 4-byte pairs: output
     chunk i (four pairs) takes the pairs src, src + 16, src + 32, src + 48 with
-    src = ((i >> 4) << 6) + (i & 15)."""
-    chunks = pairs.size // 4
-    out = np.empty_like(pairs)
-    for i in range(chunks):
+    src = ((i >> 4) << 6) + (i & 15), or zeros from chunk chunks_in = pairs / 4 on."""
+    chunks_in, chunks_out = pairs.size // 4, rows_out * k // 8
+    out = np.empty(4 * chunks_out, dtype=pairs.dtype)
+    for i in range(chunks_out):
         src = ((i >> 4) << 6) + (i & 15)
-        out[4 * i:4 * i + 4] = pairs[[src, src + 16, src + 32, src + 48]]
+        out[4 * i:4 * i + 4] = pairs[[src, src + 16, src + 32, src + 48]] if i < chunks_in else 0
     return out
 
 
-@pytest.mark.parametrize(("m", "k"), [(1, 128), (3, 384), (2, 1024)])
-def test_the_permutation_kernels_indexing_is_the_order(m: int, k: int) -> None:
-    values = np.random.default_rng(m * k).integers(0, 2**16, (m, k), dtype=np.uint16)
-    want = permute_act(values)
-    got = _permute_like_the_kernel(values.reshape(-1).view(np.uint32)).view(np.uint16).reshape(m, k)
-    assert np.array_equal(got, want)
+@pytest.mark.parametrize(("m", "rows_out", "k"), [(1, 1, 128), (3, 3, 384), (2, 2, 1024), (1, 16, 256), (3, 8, 128)])
+def test_the_permutation_kernels_indexing_is_the_order(m: int, rows_out: int, k: int) -> None:
+    values = np.random.default_rng(m * k).integers(1, 2**16, (m, k), dtype=np.uint16)
+    want = np.concatenate([permute_act(values), np.zeros((rows_out - m, k), np.uint16)])
+    got = _permute_like_the_kernel(values.reshape(-1).view(np.uint32), rows_out, k).view(np.uint16)
+    assert np.array_equal(got.reshape(rows_out, k), want)
 
 
 def test_permute_act_takes_torch_as_numpy() -> None:

@@ -144,22 +144,45 @@ __device__ __forceinline__ void decode_half_mma_order(const uint32_t (&wr0)[2], 
   }
 }
 
-// MMA_ORDER's activations: a [rows, k] (k % 128 == 0, 2-byte values, 16-byte aligned) -> out, each
-// 128-value step permuted so that out[16 j + c] = a[32 (c % 8 / 2) + 4 j + 2 (c / 8) + c % 2].
-// In 4-byte pairs, out pair 8 j + 4 h + t = a pair 16 t + 2 j + h: thread i writes out chunk i
-// (16 bytes, c4 = i % 16 of its step) from the pairs 16 t + c4, t = 0..3, which the 16 threads of
-// a step read as four 64-byte runs. The fused_wgmma kernel that reads `out` is its programmatic
-// dependent and waits for it before its first activation copy. (A template, so that only the
-// launches that use it build it: the library's do not.)
+// MMA_ORDER's activations: a [m, k] (k % 128 == 0, 2-byte values, 16-byte aligned) -> out
+// [rows_out, k], each 128-value step permuted so that out[16 j + c] = a[32 (c % 8 / 2) + 4 j +
+// 2 (c / 8) + c % 2], and the rows from m to rows_out (the last activation tile's) zero: the
+// kernel's TMA boxes then never reach past the tensor (a partly out-of-bounds box measured slow:
+// the 256-row kernel took 145 us at M = 1 against 88 at M = 256, benchmarks/NOTES.md). In 4-byte
+// pairs, out pair 8 j + 4 h + t = a pair 16 t + 2 j + h: thread i writes out chunk i (16 bytes,
+// c4 = i % 16 of its step) from the pairs 16 t + c4, t = 0..3, which the 16 threads of a step read
+// as four 64-byte runs. The fused_wgmma kernel that reads `out` is its programmatic dependent and
+// waits for it before its first activation copy. (A template, so that only the launches that use
+// it build it: the library's do not.)
 constexpr int kPermuteThreads = 256;
 template <int THREADS = kPermuteThreads>
-__global__ void __launch_bounds__(THREADS) nvfp4_wgmma_permute_act_kernel(const uint32_t* __restrict__ a,
-                                                                          uint4* __restrict__ out, int64_t chunks) {
+__global__ void __launch_bounds__(THREADS)
+nvfp4_wgmma_permute_act_kernel(const uint32_t* __restrict__ a, uint4* __restrict__ out, int64_t chunks_in,
+                               int64_t chunks_out) {
   allow_dependent_launch();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= chunks) return;
+  if (i >= chunks_out) return;
+  if (i >= chunks_in) {
+    out[i] = make_uint4(0, 0, 0, 0);
+    return;
+  }
   const uint32_t* src = a + ((i >> 4) << 6) + (i & 15);
   out[i] = make_uint4(__ldg(src), __ldg(src + 16), __ldg(src + 32), __ldg(src + 48));
+}
+
+// Activation rows of MMA_ORDER's permuted copy: m rounded up to whole tiles of nact rows.
+[[maybe_unused]] __host__ __device__ constexpr int64_t permuted_rows(int m, int nact) {
+  return (static_cast<int64_t>(m) + nact - 1) / nact * nact;
+}
+
+// Launches the permutation of a [m, k] into out [rows_out, k] (rows_out >= m) on the stream.
+template <int THREADS = kPermuteThreads>
+cudaError_t launch_permute_act(const void* a, void* out, int m, int64_t rows_out, int k, cudaStream_t stream) {
+  const int64_t chunks_in = static_cast<int64_t>(m) * k / 8, chunks_out = rows_out * k / 8;
+  nvfp4_wgmma_permute_act_kernel<THREADS><<<static_cast<unsigned>((chunks_out + THREADS - 1) / THREADS), THREADS, 0,
+                                            stream>>>(static_cast<const uint32_t*>(a), static_cast<uint4*>(out),
+                                                      chunks_in, chunks_out);
+  return cudaGetLastError();
 }
 
 struct WgmmaPlan {
@@ -397,9 +420,9 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 #endif
 }
 
-// MMA_ORDER launches first permute the activations into act_ws ([m, k] 2-byte values, 16-byte
-// aligned; the dev entry's caller provides it), then the kernel as that launch's programmatic
-// dependent.
+// MMA_ORDER launches first permute the activations into act_ws (permuted_rows(m, NACT) x k 2-byte
+// values, 16-byte aligned; the dev entry's caller provides it), then the kernel as that launch's
+// programmatic dependent, its TMA boxes inside the permuted copy.
 template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false>
 cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
@@ -409,18 +432,16 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   const void* act = a;
+  int act_rows = m;
   if constexpr (MMA_ORDER) {
     if (act_ws == nullptr || reinterpret_cast<uintptr_t>(act_ws) % 16 != 0) return cudaErrorInvalidValue;
-    const int64_t chunks = static_cast<int64_t>(m) * k / 8;
-    nvfp4_wgmma_permute_act_kernel<<<static_cast<unsigned>((chunks + kPermuteThreads - 1) / kPermuteThreads),
-                                     kPermuteThreads, 0, stream>>>(static_cast<const uint32_t*>(a),
-                                                                   static_cast<uint4*>(act_ws), chunks);
-    err = cudaGetLastError();
+    act_rows = static_cast<int>(permuted_rows(m, NACT));
+    err = launch_permute_act(a, act_ws, m, act_rows, k, stream);
     if (err != cudaSuccess) return err;
     act = act_ws;
   }
   CUtensorMap act_map{};
-  err = hopper::encode_act_map(&act_map, act, std::is_same_v<T, __nv_bfloat16>, m, k, NACT);
+  err = hopper::encode_act_map(&act_map, act, std::is_same_v<T, __nv_bfloat16>, act_rows, k, NACT);
   if (err != cudaSuccess) return err;
   const int m_tiles = (m + NACT - 1) / NACT;
   const int64_t blocks = (static_cast<int64_t>(plan.whole_tiles) +

@@ -75,9 +75,9 @@ int nvfp4ra_launch_narrow(const void* a, const void* packed, const void* scales,
 
 // Dev entry for fused_mma's K order (fused_wgmma.cu's MMA_ORDER; scripts/ws_dev/mma_order_dev.py):
 // fused_mma's weights, `tiled` the tile-contiguous copy (nvfp4_kernels.layout.tile_weights) or
-// else the contract's row-major bytes, the activations permuted into act_ws ([m, k], 16-byte
-// aligned) by the launch. Blocks of `nact` activation rows, `min_blocks` resident per SM; what is
-// not built returns cudaErrorInvalidValue.
+// else the contract's row-major bytes, the activations permuted into act_ws
+// (nvfp4ra_permuted_rows(m, nact) x k values, 16-byte aligned) by the launch. Blocks of `nact`
+// activation rows, `min_blocks` resident per SM; what is not built returns cudaErrorInvalidValue.
 int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, const void* scales, const void* g,
                              const void* bias, void* out, float* workspace, int32_t m, int32_t n, int32_t k,
                              int32_t out_bf16, int32_t whole_tiles, int32_t splits, int32_t nact, int32_t min_blocks,
@@ -103,18 +103,18 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// The MMA_ORDER launches' activation permutation alone (a and out: [m, k], 16-byte aligned), for
-// mma_order_dev.py's check of it against its Python definition and its timing.
-int nvfp4ra_permute_act(const void* a, void* out, int32_t m, int32_t k, cudaStream_t stream) {
-  if (a == nullptr || out == nullptr || m < 1 || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK ||
+// The MMA_ORDER launches' activation permutation alone (a: [m, k], out: [rows_out, k], rows_out >= m,
+// both 16-byte aligned), for mma_order_dev.py's check of it against its Python definition (and of
+// the zero rows it pads with) and its timing.
+int nvfp4ra_permute_act(const void* a, void* out, int32_t m, int32_t rows_out, int32_t k, cudaStream_t stream) {
+  if (a == nullptr || out == nullptr || m < 1 || rows_out < m || k < nvfp4::kWgStepK || k % nvfp4::kWgStepK ||
       reinterpret_cast<uintptr_t>(a) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
-  const int64_t chunks = static_cast<int64_t>(m) * k / 8;
-  constexpr int threads = nvfp4::kPermuteThreads;
-  nvfp4::nvfp4_wgmma_permute_act_kernel<<<static_cast<unsigned>((chunks + threads - 1) / threads), threads, 0,
-                                          stream>>>(static_cast<const uint32_t*>(a), static_cast<uint4*>(out), chunks);
-  return static_cast<int>(cudaGetLastError());
+  return static_cast<int>(nvfp4::launch_permute_act(a, out, m, rows_out, k, stream));
 }
+
+// Rows of the permuted copy a launch with `nact`-row tiles needs (act_ws holds that many x k values).
+int64_t nvfp4ra_permuted_rows(int32_t m, int32_t nact) { return nvfp4::permuted_rows(m, nact); }
 
 }  // extern "C"

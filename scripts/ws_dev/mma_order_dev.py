@@ -13,7 +13,9 @@ same bits as fused_mma at the same K ranges (every element takes the same k16 su
 order), and one registered copy of the weight (fused_mma's tile-contiguous one) for both paths.
 
 What it checks, then times (L2 flushed, medians of 21, references in the same run):
-- the permutation kernel against :func:`mma_k_order` applied by torch, byte for byte;
+- the permutation kernel against :func:`mma_k_order` applied by torch, byte for byte, with the
+  zero rows it pads the last activation tile with (so no TMA box reaches past the copy: the
+  natural-order kernel's partly out-of-bounds boxes measured slow at small M);
 - every variant's bits against fused_mma's library launch at the same K ranges (whole tiles at one
   split, the rest at the plan's), over N and M tails, both types, bias, and the exact decode's
   overflow path (g = 2^110);
@@ -86,7 +88,9 @@ def main() -> int:
     lib.nvfp4ra_launch_mma_order.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, i32, i32, i32, i32, i32, i32, i32, i32,
                                              i32, vp]
     lib.nvfp4ra_permute_act.restype = ctypes.c_int
-    lib.nvfp4ra_permute_act.argtypes = [vp, vp, i32, i32, vp]
+    lib.nvfp4ra_permute_act.argtypes = [vp, vp, i32, i32, i32, vp]
+    lib.nvfp4ra_permuted_rows.restype = ctypes.c_int64
+    lib.nvfp4ra_permuted_rows.argtypes = [i32, i32]
     work = {"buf": torch.empty(1, dtype=torch.float32, device=dev),
             "act": torch.empty(8, dtype=torch.uint8, device=dev)}
 
@@ -100,8 +104,9 @@ def main() -> int:
         need = plan[1] * m * n
         if work["buf"].numel() < need:
             work["buf"] = torch.empty(need, dtype=torch.float32, device=dev)
-        if work["act"].numel() < 2 * m * k:
-            work["act"] = torch.empty(2 * m * k, dtype=torch.uint8, device=dev)
+        act_bytes = 2 * k * lib.nvfp4ra_permuted_rows(m, nact)  # padded to whole activation tiles
+        if work["act"].numel() < act_bytes:
+            work["act"] = torch.empty(act_bytes, dtype=torch.uint8, device=dev)
         err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), work["act"].data_ptr(), pw.data_ptr(), sw.data_ptr(),
                                            g.data_ptr(), None if bias is None else bias.data_ptr(), o.data_ptr(),
                                            work["buf"].data_ptr(), m, n, k, int(a.dtype == torch.bfloat16), plan[0],
@@ -127,15 +132,16 @@ def main() -> int:
     report: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                     "variants": [list(v) for v in VARIANTS], "permutation": [], "bits": [], "rows": []}
     failures: list[str] = []
-    # the permutation kernel against its definition
-    for m, k in ((1, 128), (3, 1024), (256, 5120), (17, 17408)):
+    # the permutation kernel against its definition, with the zero rows it pads a tile with
+    for m, rows_out, k in ((1, 1, 128), (1, 16, 256), (3, 64, 1024), (256, 256, 5120), (17, 32, 17408)):
         a = torch.randn(m, k, device=dev).to(torch.bfloat16)
-        got = torch.empty_like(a)
-        err = lib.nvfp4ra_permute_act(a.data_ptr(), got.data_ptr(), m, k, stream())
-        same = not err and bool(torch.equal(got.view(torch.int16), permute_act(a).view(torch.int16)))
-        report["permutation"].append({"m": m, "k": k, "error": err, "same": same})
+        got = torch.full((rows_out, k), float("nan"), dtype=torch.bfloat16, device=dev)
+        err = lib.nvfp4ra_permute_act(a.data_ptr(), got.data_ptr(), m, rows_out, k, stream())
+        want = torch.cat([permute_act(a), torch.zeros(rows_out - m, k, dtype=a.dtype, device=dev)])
+        same = not err and bool(torch.equal(got.view(torch.int16), want.view(torch.int16)))
+        report["permutation"].append({"m": m, "rows_out": rows_out, "k": k, "error": err, "same": same})
         if not same:
-            failures.append(f"permutation differs from mma_k_order: m={m} k={k} (error {err})")
+            failures.append(f"permutation differs from mma_k_order: m={m} rows_out={rows_out} k={k} (error {err})")
     # bits against fused_mma at the same K ranges
     g_normal = torch.tensor([0.0123], dtype=torch.float32, device=dev)
     # s = byte x 2^113 with bytes 1.0 .. 3.75: s 2^14 overflows for half the blocks (the exact
@@ -201,8 +207,8 @@ def main() -> int:
                                                                  tiled=tiled), flush)
             frag_us = ws_dev.timer(lambda: cuda_backend.fused_wgmma(a, p, s, g_normal, None, o,
                                                                     fragment_ordered=(pf, sf)), flush)
-            permuted = torch.empty_like(a)
-            permute_us = ws_dev.timer(lambda: lib.nvfp4ra_permute_act(a.data_ptr(), permuted.data_ptr(), m, k,
+            permuted = torch.empty((256, k), dtype=a.dtype, device=dev)
+            permute_us = ws_dev.timer(lambda: lib.nvfp4ra_permute_act(a.data_ptr(), permuted.data_ptr(), m, m, k,
                                                                       stream()), flush)
             times = {}
             for variant in VARIANTS:
