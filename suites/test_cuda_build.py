@@ -319,7 +319,7 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
                      None)
 
     assert all(answer(*variant) not in (0, 1) for variant in VARIANTS), [answer(*v) for v in VARIANTS]
-    assert answer(True, 128, 1) == 1 and answer(False, 64, 2) == 1
+    assert answer(True, 96, 1) == 1 and answer(False, 64, 2) == 1
 
 
 def test_the_register_a_weight_layout_holds_each_lanes_fragment_values() -> None:

@@ -96,6 +96,8 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   }
   NVFP4RA_MMA_ORDER(true, 256, 1)
   NVFP4RA_MMA_ORDER(false, 256, 1)
+  NVFP4RA_MMA_ORDER(true, 192, 1)
+  NVFP4RA_MMA_ORDER(true, 128, 1)
   NVFP4RA_MMA_ORDER(true, 64, 2)
   NVFP4RA_MMA_ORDER(true, 32, 2)
   NVFP4RA_MMA_ORDER(true, 16, 3)

@@ -39,7 +39,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 SMS = 132
 #: (tiled, NACT, MIN_BLOCKS) the dev library builds (fused_ra.cu, nvfp4ra_launch_mma_order)
-VARIANTS = ((True, 256, 1), (False, 256, 1), (True, 64, 2), (True, 32, 2), (True, 16, 3))
+#: (the 192- and 128-row tiles: less tensor work than 256 rows where M leaves a tile part empty)
+VARIANTS = ((True, 256, 1), (False, 256, 1), (True, 192, 1), (True, 128, 1), (True, 64, 2), (True, 32, 2),
+            (True, 16, 3))
 
 
 def mma_k_order() -> np.ndarray:
