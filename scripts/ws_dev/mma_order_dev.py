@@ -68,7 +68,7 @@ def permute_act(a, order: np.ndarray | None = None):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--ms", default="1,16,64,128,256")
+    parser.add_argument("--ms", default="1,16,64,128,192,256")
     parser.add_argument("--quick", action="store_true", help="fewer bit cases and only the library's plan")
     args = parser.parse_args()
     out_dir = Path(args.out)
