@@ -303,7 +303,8 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     finally:
         sys.path.pop(0)
     # bf16 and fp16 kernels with each loader, the five narrow tiles (fragment-ordered), the
-    # variants in fused_mma's K order (MMA_ORDER), the two finalize kernels and the permutation
+    # variants in fused_mma's K order (MMA_ORDER, some with staged weights), the two finalize
+    # kernels and the permutation
     lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), 2 * (2 + 5 + len(VARIANTS)) + 2 + 1)))
     assert all(hasattr(lib, name) for name in ("nvfp4ra_launch", "nvfp4ra_launch_plan", "nvfp4ra_launch_narrow",
                                                "nvfp4ra_launch_mma_order", "nvfp4ra_permute_act"))
@@ -311,15 +312,17 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     # and fails there, one not built is refused as an invalid value (1) before
     entry = lib.nvfp4ra_launch_mma_order
     vp, i32 = ctypes.c_void_p, ctypes.c_int32
-    entry.restype, entry.argtypes = ctypes.c_int, [vp] * 8 + [i32] * 9 + [vp]
+    entry.restype, entry.argtypes = ctypes.c_int, [vp] * 8 + [i32] * 11 + [vp]
     fake = ctypes.c_void_p(1 << 20)  # aligned, never dereferenced: nothing reaches a kernel here
 
-    def answer(tiled: bool, nact: int, minb: int) -> int:
-        return entry(fake, fake, fake, fake, fake, None, fake, fake, 1, 128, 128, 1, 1, 1, nact, minb, int(tiled),
-                     None)
+    def answer(tiled: bool, nact: int, minb: int, stages: int, staged: bool) -> int:
+        return entry(fake, fake, fake, fake, fake, None, fake, fake, 1, 128, 128, 1, 1, 1, nact, minb, stages,
+                     int(staged), int(tiled), None)
 
     assert all(answer(*variant) not in (0, 1) for variant in VARIANTS), [answer(*v) for v in VARIANTS]
-    assert answer(True, 96, 1) == 1 and answer(False, 64, 2) == 1
+    for not_built in ((True, 96, 1, 3, False), (False, 64, 2, 3, False), (True, 64, 2, 5, True),
+                      (False, 256, 1, 3, True)):
+        assert answer(*not_built) == 1, not_built
 
 
 def test_the_register_a_weight_layout_holds_each_lanes_fragment_values() -> None:

@@ -276,8 +276,9 @@ def wgmma_dev_sass(tmp_path_factory) -> dict[str, list[str]]:
 
 
 def _wgmma_instantiation(functions: dict[str, list[str]], relayout: bool, mma_order: bool) -> list[str]:
-    """The bf16 256-row instantiation <RELAYOUT, 256, 1, MMA_ORDER> of the dev library."""
-    tag = f"nvfp4_fused_wgmma_kernelI13__nv_bfloat16Lb{int(relayout)}ELi256ELi1ELb{int(mma_order)}E"
+    """The bf16 256-row instantiation <RELAYOUT, 256, 1, MMA_ORDER, 3 stages, not staged> of the dev
+    library."""
+    tag = f"nvfp4_fused_wgmma_kernelI13__nv_bfloat16Lb{int(relayout)}ELi256ELi1ELb{int(mma_order)}ELi3ELb0EE"
     chosen = [ins for name, ins in functions.items() if tag in name]
     assert len(chosen) == 1, (tag, sorted(functions))
     return chosen[0]

@@ -44,10 +44,16 @@ constexpr int kWgActRows = 256;                        // activation rows a bloc
 constexpr int kWgRows = 128;                           // weight rows a block: two warpgroups of 64
 constexpr int kWgThreads = 256;
 constexpr int kWgStages = 3;                           // activation stages (64 KB each at 256 rows)
-// one stage's activations (NACT rows of a 128-value step) and a block's dynamic shared memory
+// a staged step's weights (STAGED, dev only): two 64-row tiles' 4 KB of codes, then their 512 scale bytes
+constexpr int kWgWeightStageBytes = 2 * 4096 + 2 * 512;
+// one stage: the activations (NACT rows of a 128-value step), then the staged weights if any; a
+// block's dynamic shared memory
 __host__ __device__ constexpr int act_stage_bytes(int nact) { return nact * kWgStepK * 2; }
-__host__ __device__ constexpr int wgmma_smem_bytes(int nact) {
-  return kWgStages * act_stage_bytes(nact) + 16 * kWgStages + 1024;
+__host__ __device__ constexpr int stage_bytes(int nact, bool staged) {
+  return act_stage_bytes(nact) + (staged ? kWgWeightStageBytes : 0);
+}
+__host__ __device__ constexpr int wgmma_smem_bytes(int nact, bool staged = false, int stages = kWgStages) {
+  return stages * stage_bytes(nact, staged) + 16 * stages + 1024;
 }
 
 // Byte c of each of four words n0..n3 -> one word (the quad gather; sel = c | (c + 4) << 4).
@@ -210,7 +216,14 @@ struct WgmmaPlan {
 // (nvfp4_kernels.layout.tile_weights, signs placed), else the row-major ones, one 16-byte load
 // of the lane's own bytes a row and step. Per element, the same k16 sums as fused_mma in the same
 // order, so at the same K ranges the bits are fused_mma's.
-template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false>
+// STAGES and STAGED (dev only; the library launches 3 and false): STAGED needs a tile-contiguous
+// layout (RELAYOUT: the fragment-ordered copy, or fused_mma's in MMA_ORDER), whose step of a 64-row
+// tile is one 4 KB piece of codes and one of 512 scale bytes. Thread 0 then copies each step's two
+// pieces of the block's tiles into the stage with its activations (bulk copies on the same
+// barrier), and the threads read their bytes from shared memory, so STAGES - 1 steps of weights are
+// in flight instead of the one that the register prefetch holds.
+template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false,
+          int STAGES = kWgStages, bool STAGED = false>
 __global__ void __launch_bounds__(kWgThreads, MIN_BLOCKS)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                          const float* __restrict__ g_ptr, const unsigned short* __restrict__ bias,
@@ -219,11 +232,13 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace hopper;  // NOLINT: barriers, TMA and wgmma helpers
   allow_dependent_launch();
+  static_assert(!STAGED || RELAYOUT, "only a tile-contiguous layout's pieces are staged");
   constexpr int kWgActStageBytes = act_stage_bytes(NACT);
+  constexpr int kStageBytes = stage_bytes(NACT, STAGED);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t act_full = base + kWgStages * kWgActStageBytes;  // kWgStages, then kWgStages act_empty
-  const uint32_t act_empty = act_full + 8 * kWgStages;
+  const uint32_t act_full = base + STAGES * kStageBytes;  // STAGES barriers, then STAGES act_empty
+  const uint32_t act_empty = act_full + 8 * STAGES;
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid >> 7, ct = tid & 127, warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
   const int total_steps = k / kWgStepK;
@@ -250,7 +265,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   const int n0 = n_tile * kWgRows;
   const int m0 = m_tile * NACT;
   if (tid == 0) {
-    for (int i = 0; i < kWgStages; ++i) {
+    for (int i = 0; i < STAGES; ++i) {
       mbar_init(act_full + 8 * i, 1);
       mbar_init(act_empty + 8 * i, 2);  // both warpgroups release a stage
     }
@@ -258,15 +273,25 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   }
   __syncthreads();
   auto load_act = [&](int s_load) {  // thread 0 only
-    const int stage = s_load % kWgStages;
-    const uint32_t dst = base + stage * kWgActStageBytes, bar = act_full + 8 * stage;
-    mbar_expect_tx(bar, kWgActStageBytes);
+    const int stage = s_load % STAGES;
+    const uint32_t dst = base + stage * kStageBytes, bar = act_full + 8 * stage;
+    if constexpr (STAGED) {
+      const int tile0 = 2 * n_tile, have = min(2, (n + 63) / 64 - tile0);  // the block's 64-row tiles
+      mbar_expect_tx(bar, kWgActStageBytes + have * (4096 + 512));
+      for (int tt = 0; tt < have; ++tt) {
+        const int64_t piece = static_cast<int64_t>(tile0 + tt) * total_steps + step0 + s_load;
+        bulk_load(dst + kWgActStageBytes + tt * 4096, packed + piece * 4096, 4096, bar);
+        bulk_load(dst + kWgActStageBytes + 8192 + tt * 512, scales + piece * 512, 512, bar);
+      }
+    } else {
+      mbar_expect_tx(bar, kWgActStageBytes);
+    }
     tma_load_2d(dst, &act_map, (step0 + s_load) * kWgStepK, m0, bar);
     tma_load_2d(dst + kWgActStageBytes / 2, &act_map, (step0 + s_load) * kWgStepK + 64, m0, bar);
   };
   if (tid == 0) {
     if constexpr (MMA_ORDER) wait_for_prerequisite_grid();  // the permuted activations are written
-    for (int s = 0; s < kWgStages - 1 && s < steps; ++s) load_act(s);
+    for (int s = 0; s < STAGES - 1 && s < steps; ++s) load_act(s);
   }
   // this thread's weight rows: g and g + 8 of its warp's 16; rows past n read nothing (zero codes
   // and scale bytes, whose products never reach the output)
@@ -308,11 +333,25 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     c0 = ok0 ? __ldg(q0 + kScaleStep * s_load) : ScaleBytes{};
     c1 = ok1 ? __ldg(q1 + kScaleStep * s_load) : ScaleBytes{};
   };
+  // STAGED: the step's bytes of rows 0 and 1 from its stage (rows past n read nothing)
+  auto read_stage = [&](uint32_t stage_base) {
+    const uint32_t wb = stage_base + kWgActStageBytes + wg * 4096 + (16 * warp + g) * 64 + t * 16;
+    const uint32_t sb = stage_base + kWgActStageBytes + 8192 + wg * 512 + (16 * warp + g) * 8;
+    w0[0] = ok0 ? lds128(wb) : make_uint4(0, 0, 0, 0);
+    w1[0] = ok1 ? lds128(wb + 8 * 64) : make_uint4(0, 0, 0, 0);
+    if constexpr (MMA_ORDER) {
+      c0 = ok0 ? lds16(sb + 2 * t) : ScaleBytes{};
+      c1 = ok1 ? lds16(sb + 8 * 8 + 2 * t) : ScaleBytes{};
+    } else {
+      c0 = ok0 ? lds64(sb) : ScaleBytes{};
+      c1 = ok1 ? lds64(sb + 8 * 8) : ScaleBytes{};
+    }
+  };
   const float gs = __ldg(g_ptr);
   float acc[NACT / 2];
 #pragma unroll
   for (int x = 0; x < NACT / 2; ++x) acc[x] = 0.f;
-  if (steps > 0) load_raw(0);
+  if (!STAGED && steps > 0) load_raw(0);
   // the lane's words 2 h and 2 h + 1 of a row: row-major, gathered from the row's natural bytes
   // 32 h .. 32 h + 31; fragment-ordered or in MMA_ORDER, as loaded
   auto lane_words = [&](const uint4 (&w)[kLoads], int h, uint32_t (&out)[2]) {
@@ -367,32 +406,36 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   uint32_t a_lo[4][4], a_hi[4][4];
   for (int s = 0; s < steps; ++s) {
     if (s > 0) wgmma_wait_one();  // half 0 of step s - 1 is complete: a_lo is free
+    if constexpr (STAGED) {
+      mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's weights and activations have landed
+      read_stage(base + full_stage * kStageBytes);
+    }
     decode_half(0, a_lo);
-    mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations have landed
-    const uint32_t as = base + full_stage * kWgActStageBytes;
+    if constexpr (!STAGED) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations
+    const uint32_t as = base + full_stage * kStageBytes;
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_lo[j], desc_sw128(as + j * 32));
     wgmma_commit();
     if (s > 0) {
       wgmma_wait_one();  // step s - 1 is complete: a_hi and its activation stage are free
-      if (ct == 0) mbar_arrive(act_empty + 8 * ((full_stage + kWgStages - 1) % kWgStages));
+      if (ct == 0) mbar_arrive(act_empty + 8 * ((full_stage + STAGES - 1) % STAGES));
     }
-    if (tid == 0 && s + kWgStages - 1 < steps) {  // into step s - 1's stage (at s = 0 the unused one)
+    if (tid == 0 && s + STAGES - 1 < steps) {  // into step s - 1's stage (at s = 0 the unused one)
       if (s > 0) {
         mbar_wait(act_empty + 8 * empty_stage, empty_phase);
-        if (++empty_stage == kWgStages) empty_stage = 0, empty_phase ^= 1u;
+        if (++empty_stage == STAGES) empty_stage = 0, empty_phase ^= 1u;
       }
-      load_act(s + kWgStages - 1);
+      load_act(s + STAGES - 1);
     }
     __syncwarp();  // warp 0 converged again before its next warpgroup-wide (.aligned) wgmma
     decode_half(1, a_hi);
-    if (s + 1 < steps) load_raw(s + 1);  // in flight while this step's wgmmas run
+    if (!STAGED && s + 1 < steps) load_raw(s + 1);  // in flight while this step's wgmmas run
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_hi[j], desc_sw128(as + kWgActStageBytes / 2 + j * 32));
     wgmma_commit();
-    if (++full_stage == kWgStages) full_stage = 0, full_phase ^= 1u;
+    if (++full_stage == STAGES) full_stage = 0, full_phase ^= 1u;
   }
   wgmma_wait_all();
 #pragma unroll
@@ -423,12 +466,14 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 // MMA_ORDER launches first permute the activations into act_ws (permuted_rows(m, NACT) x k 2-byte
 // values, 16-byte aligned; the dev entry's caller provides it), then the kernel as that launch's
 // programmatic dependent, its TMA boxes inside the permuted copy.
-template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false>
+template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false,
+          int STAGES = kWgStages, bool STAGED = false>
 cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
                          cudaStream_t stream, void* act_ws = nullptr) {
-  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS, MMA_ORDER>;
-  constexpr int kSmem = wgmma_smem_bytes(NACT);
+  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS, MMA_ORDER, STAGES, STAGED>;
+  constexpr int kSmem = wgmma_smem_bytes(NACT, STAGED, STAGES);
+  static_assert(kSmem <= 227 * 1024, "more shared memory than an SM has for one block");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   const void* act = a;

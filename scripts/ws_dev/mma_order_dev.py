@@ -38,10 +38,14 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SMS = 132
-#: (tiled, NACT, MIN_BLOCKS) the dev library builds (fused_ra.cu, nvfp4ra_launch_mma_order)
-#: (the 192- and 128-row tiles: less tensor work than 256 rows where M leaves a tile part empty)
-VARIANTS = ((True, 256, 1), (False, 256, 1), (True, 192, 1), (True, 128, 1), (True, 64, 2), (True, 32, 2),
-            (True, 16, 3))
+#: (tiled, NACT, MIN_BLOCKS, STAGES, STAGED) the dev library builds (fused_ra.cu,
+#: nvfp4ra_launch_mma_order): the 192- and 128-row tiles do less tensor work than 256 rows where M
+#: leaves a tile part empty; STAGED copies the weights into the stages (STAGES - 1 steps in flight
+#: instead of the register prefetch's one)
+VARIANTS = ((True, 256, 1, 3, False), (False, 256, 1, 3, False), (True, 192, 1, 3, False), (True, 128, 1, 3, False),
+            (True, 64, 2, 3, False), (True, 32, 2, 3, False), (True, 16, 3, 3, False),
+            (True, 256, 1, 3, True), (True, 128, 1, 5, True), (True, 64, 2, 4, True), (True, 64, 1, 8, True),
+            (True, 16, 3, 5, True))
 
 
 def mma_k_order() -> np.ndarray:
@@ -87,8 +91,7 @@ def main() -> int:
     vp, i32 = ctypes.c_void_p, ctypes.c_int32
     lib = ctypes.CDLL(str(ra_dev.PREBUILT if ra_dev.PREBUILT.exists() else ra_dev.build(out_dir)))
     lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
-    lib.nvfp4ra_launch_mma_order.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, i32, i32, i32, i32, i32, i32, i32, i32,
-                                             i32, vp]
+    lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 11 + [vp]
     lib.nvfp4ra_permute_act.restype = ctypes.c_int
     lib.nvfp4ra_permute_act.argtypes = [vp, vp, i32, i32, i32, vp]
     lib.nvfp4ra_permuted_rows.restype = ctypes.c_int64
@@ -100,7 +103,7 @@ def main() -> int:
         return torch.cuda.current_stream().cuda_stream
 
     def launch(a, pw, sw, g, bias, o, plan, variant) -> None:
-        tiled, nact, minb = variant
+        tiled, nact, minb, stages, staged = variant
         m, k = a.shape
         n = o.shape[1]
         need = plan[1] * m * n
@@ -112,7 +115,7 @@ def main() -> int:
         err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), work["act"].data_ptr(), pw.data_ptr(), sw.data_ptr(),
                                            g.data_ptr(), None if bias is None else bias.data_ptr(), o.data_ptr(),
                                            work["buf"].data_ptr(), m, n, k, int(a.dtype == torch.bfloat16), plan[0],
-                                           plan[1], nact, minb, int(tiled), stream())
+                                           plan[1], nact, minb, stages, int(staged), int(tiled), stream())
         if err:
             raise RuntimeError(f"nvfp4ra_launch_mma_order: error {err} (m={m} n={n} k={k} plan={plan} {variant})")
 
@@ -217,7 +220,8 @@ def main() -> int:
                 if m > variant[1]:
                     continue
                 pw, sw = (pt, st) if variant[0] else (p, s)
-                name = f"{'tiled' if variant[0] else 'row-major'} {variant[1]}x{variant[2]}"
+                name = (f"{'tiled' if variant[0] else 'row-major'} {variant[1]}x{variant[2]}"
+                        f"{f' staged {variant[3]}' if variant[4] else ''}")
                 plans = ([wgmma_plan(n, k, SMS * variant[2])] if args.quick
                          else narrow_dev.plans_for(n, k, SMS * variant[2]))
                 for plan in plans:
