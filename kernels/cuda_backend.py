@@ -58,6 +58,9 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_fused_wgmma": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _I32, _P]),
     "nvfp4_launch_fused_wgmma_tiled": (ctypes.c_int,
                                        [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _I32, _P]),
+    "nvfp4_launch_fused_wgmma_mma_order": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32,
+                                                          _I32, _I32, _I32, _P]),
+    "nvfp4_fused_wgmma_act_rows": (ctypes.c_int64, [_I32]),
     "nvfp4_fused_wgmma_tile_rows": (ctypes.c_int, []),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),
@@ -481,7 +484,8 @@ def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None,
 
 
 def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
-                plan: tuple[int, int] | None = None, fragment_ordered: tuple[Any, ...] | None = None) -> None:
+                plan: tuple[int, int] | None = None, fragment_ordered: tuple[Any, ...] | None = None,
+                mma_order: bool = False, tiled: tuple[Any, ...] | None = None) -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused_wgmma kernel (Hopper, sm_90): 1 <= M <= 256,
     block_size 16, K % 128 == 0, the contract's row-major weight. fp32 accumulation; the bias is
     added in fp32 before the single rounding. ``plan`` (whole_tiles, splits) defaults to
@@ -491,7 +495,15 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     ``fragment_ordered``: ``packed`` and ``scales`` in the fragment-ordered layout
     (:func:`nvfp4_kernels.layout.wgmma_weights`, or the first two items of what
     :func:`nvfp4_kernels.layout.registered` hands out for "fused_wgmma"); the kernel reads those
-    instead, with the same bits (``packed`` and ``scales`` still give the shape and are checked)."""
+    instead, with the same bits (``packed`` and ``scales`` still give the shape and are checked).
+
+    ``mma_order``: the kernel in fused_mma's K order instead (not yet the dispatcher's launch;
+    benchmarks/NOTES.md, sixteenth session): each lane decodes 32 consecutive codes of a row and
+    step, the activations are permuted to match by a kernel launched first (into a workspace kept
+    per device and stream), and the bits are fused_mma's at the same K ranges. ``tiled``: then
+    fused_mma's tile-contiguous copy (:func:`nvfp4_kernels.layout.tile_weights`, or what
+    :func:`nvfp4_kernels.layout.registered` hands out for "fused_mma"), read instead of ``packed``
+    and ``scales``."""
     import torch
     from nvfp4_kernels.model import WGMMA_MAX_M
     from nvfp4_kernels.reference import FUSED_STEP_K
@@ -502,18 +514,28 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     if k == 0:
         raise ValueError("the fused_wgmma kernel needs K >= 128; K = 0 has no dot products (nvfp4_matmul returns "
                          "the bias for it, recorded as the shortcut bias_only)")
+    if mma_order and fragment_ordered is not None:
+        raise ValueError("fragment_ordered is the natural K order's layout; in fused_mma's K order (mma_order=True) "
+                         "pass fused_mma's tile-contiguous copy as tiled=")
+    if tiled is not None and not mma_order:
+        raise ValueError("tiled= (fused_mma's tile-contiguous copy) is read in fused_mma's K order only: pass "
+                         "mma_order=True, or fragment_ordered= for the natural order")
     launch_name = "nvfp4_launch_fused_wgmma"
-    if fragment_ordered is not None:
+    if fragment_ordered is not None or tiled is not None:
         from nvfp4_kernels import layout
 
-        if len(fragment_ordered) not in (2, 3):
-            raise ValueError(f"fragment_ordered must be (packed, scales[, scale_bytes]) from layout.wgmma_weights "
-                             f"or layout.registered(..., 'fused_wgmma'), got {len(fragment_ordered)} items")
-        packed, scales = fragment_ordered[0], fragment_ordered[1]  # the kernel reads these instead
-        layout.check_tiled(packed, scales, n, k, made_by="wgmma_weights")
-        _require_cuda("fragment-ordered packed", packed, out.device)
-        _require_cuda("fragment-ordered scales", scales, out.device)
-        launch_name = "nvfp4_launch_fused_wgmma_tiled"
+        copy, made_by, source = ((fragment_ordered, "wgmma_weights", "fused_wgmma") if fragment_ordered is not None
+                                 else (tiled, "tile_weights", "fused_mma"))
+        name = "fragment_ordered" if fragment_ordered is not None else "tiled"
+        if len(copy) not in (2, 3):
+            raise ValueError(f"{name} must be (packed, scales[, scale_bytes]) from layout.{made_by} "
+                             f"or layout.registered(..., {source!r}), got {len(copy)} items")
+        packed, scales = copy[0], copy[1]  # the kernel reads these instead
+        layout.check_tiled(packed, scales, n, k, made_by=made_by)
+        _require_cuda(f"{name} packed", packed, out.device)
+        _require_cuda(f"{name} scales", scales, out.device)
+        if fragment_ordered is not None:
+            launch_name = "nvfp4_launch_fused_wgmma_tiled"
     if n == 0:
         return
     index = out.device.index if out.device.index is not None else torch.cuda.current_device()
@@ -529,10 +551,16 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
         floats = splits * m * (n - whole * WGMMA_TILE_ROWS)
         workspace = splitk_buffers(index, _stream(out), floats, 0)[0]
     lib = _lib if _lib is not None else load_library()
-    err = getattr(lib, launch_name)(_aligned(a, 16).data_ptr(), _aligned(packed, 16).data_ptr(),
-                                    _aligned(scales, 8).data_ptr(), g.data_ptr(),
-                                    None if bias is None else bias.data_ptr(), out.data_ptr(), workspace, m, n, k,
-                                    bf16, whole, splits, _stream(out))
+    a_ptr, p_ptr, s_ptr = _aligned(a, 16).data_ptr(), _aligned(packed, 16).data_ptr(), _aligned(scales, 8).data_ptr()
+    bias_ptr = None if bias is None else bias.data_ptr()
+    if mma_order:
+        act = byte_workspace(index, _stream(out), 2 * k * lib.nvfp4_fused_wgmma_act_rows(m))
+        err = lib.nvfp4_launch_fused_wgmma_mma_order(a_ptr, act.data_ptr(), p_ptr, s_ptr, g.data_ptr(), bias_ptr,
+                                                     out.data_ptr(), workspace, m, n, k, bf16, whole, splits,
+                                                     int(tiled is not None), _stream(out))
+    else:
+        err = getattr(lib, launch_name)(a_ptr, p_ptr, s_ptr, g.data_ptr(), bias_ptr, out.data_ptr(), workspace, m, n,
+                                        k, bf16, whole, splits, _stream(out))
     if err:
         _check(err, KERNEL_NAMES["fused_wgmma"])
 
@@ -637,6 +665,7 @@ def raise_launch_error(err: int, kernel: int) -> None:
 
 
 _workspaces: dict[tuple[int, int], Any] = {}
+_byte_workspaces: dict[tuple[int, int], Any] = {}
 _counters: dict[tuple[int, int], Any] = {}
 
 
@@ -655,13 +684,27 @@ def gemv_workspace(device_index: int, stream: int, floats: int) -> Any:
     fresh one is allocated (from the graph's pool), so a replay never shares it."""
     import torch
 
+    return _stream_buffer(_workspaces, device_index, stream, floats, torch.float32)
+
+
+def byte_workspace(device_index: int, stream: int, nbytes: int) -> Any:
+    """A workspace of at least ``nbytes`` bytes (uint8), kept per (device, stream) as
+    :func:`gemv_workspace` keeps its own: fused_wgmma's permuted activations in fused_mma's K order."""
+    import torch
+
+    return _stream_buffer(_byte_workspaces, device_index, stream, nbytes, torch.uint8)
+
+
+def _stream_buffer(cache: dict[tuple[int, int], Any], device_index: int, stream: int, numel: int, dtype: Any) -> Any:
+    import torch
+
     if capture_checker()():
-        return torch.empty(floats, dtype=torch.float32, device=torch.device("cuda", device_index))
+        return torch.empty(numel, dtype=dtype, device=torch.device("cuda", device_index))
     key = (device_index, stream)
-    buf = _workspaces.get(key)
-    if buf is None or buf.numel() < floats:
-        buf = torch.empty(floats, dtype=torch.float32, device=torch.device("cuda", device_index))
-        _workspaces[key] = buf
+    buf = cache.get(key)
+    if buf is None or buf.numel() < numel:
+        buf = torch.empty(numel, dtype=dtype, device=torch.device("cuda", device_index))
+        cache[key] = buf
     return buf
 
 

@@ -251,6 +251,76 @@ def test_fragment_ordered_weights_give_the_row_major_bits(n: int, k: int, dtype:
             assert np.array_equal(outs[0], outs[1]), (m, plan)
 
 
+def _fused_mma_at_plan(a, packed, scales, g, bias, plan: tuple[int, int]) -> np.ndarray:
+    """fused_mma's bits at a fused_wgmma plan's K ranges: the first 128 * whole_tiles rows at one
+    split, the rest at the plan's splits (each element's sum depends only on its K range)."""
+    n = packed.shape[0]
+    cut = min(n, 128 * plan[0])
+    parts = []
+    for r0, r1, splits in ((0, cut, 1), (cut, n, plan[1])):
+        if r1 > r0:
+            out = torch.full((a.shape[0], r1 - r0), float("nan"), dtype=a.dtype, device="cuda")
+            cuda_backend.fused_mma(a, packed[r0:r1], scales[r0:r1], g, None if bias is None else bias[r0:r1], out,
+                                   splits=splits)
+            parts.append(_bits(out))
+    return np.concatenate(parts, axis=1)
+
+
+@needs_hopper
+@pytest.mark.parametrize(("n", "k"), WGMMA_SHAPES)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("g_value", [0.0123, 2.0 ** 110], ids=["table", "exact-overflow"])
+def test_fused_wgmma_in_fused_mma_order_gives_fused_mmas_bits(n: int, k: int, dtype: str, g_value: float) -> None:
+    """fused_wgmma in fused_mma's K order (mma_order=True; benchmarks/NOTES.md, sixteenth session)
+    puts in every k16 MMA's slots what fused_mma.cu puts there, so its bits are fused_mma's at the
+    same K ranges: on row-major weights and on fused_mma's tile-contiguous copy, over N and M tails
+    (M = 129 and 256 fill the 256-row tile's zero-padded permuted copy differently), both types,
+    bias, every kind of plan and the exact decode's overflow path."""
+    packed, scales, _ = _weights(n, k, n + 5 * k)
+    g = torch.tensor([g_value], dtype=torch.float32, device="cuda")
+    tiled = layout.tile_weights(packed, scales)
+    tdt = getattr(torch, dtype)
+    bias = torch.randn(n, device="cuda").to(tdt)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    from nvfp4_kernels.tiling import wgmma_plan
+
+    for m in (1, 17, 100, 129, 256):
+        a = (torch.randn(m, k, device="cuda") * (1.0 if g_value < 1 else 2.0 ** -112)).to(tdt)
+        b = bias if m % 2 else None
+        for plan in _wgmma_plans(n, k):
+            plan = plan or wgmma_plan(n, k, sms)
+            want = _fused_mma_at_plan(a, packed, scales, g, b, plan)
+            for copy in (None, tiled):
+                out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
+                cuda_backend.fused_wgmma(a, packed, scales, g, b, out, plan=plan, mma_order=True, tiled=copy)
+                assert np.array_equal(_bits(out), want), (m, plan, copy is not None)
+
+
+@needs_hopper
+def test_fused_mma_order_refuses_what_it_cannot_take() -> None:
+    packed, scales, g = _weights(200, 1024, 17)
+    a = torch.randn(4, 1024, device="cuda").to(torch.bfloat16)
+    out = torch.empty(4, 200, dtype=torch.bfloat16, device="cuda")
+    tiled = layout.tile_weights(packed, scales)
+    with pytest.raises(ValueError, match=r"layout\.tile_weights\), got"):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, mma_order=True, tiled=(tiled[0][:1], tiled[1]))
+    with pytest.raises(ValueError, match="mma_order=True"):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, tiled=tiled)
+    with pytest.raises(ValueError, match="tiled="):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, mma_order=True,
+                                 fragment_ordered=layout.wgmma_weights(packed, scales))
+    # the library refuses a missing or misaligned activation workspace (cudaErrorInvalidValue)
+    lib = cuda_backend.load_library()
+    act = torch.empty(2 * 1024 * lib.nvfp4_fused_wgmma_act_rows(4) + 16, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    for act_ptr in (None, act.data_ptr() + 8):
+        err = lib.nvfp4_launch_fused_wgmma_mma_order(a.data_ptr(), act_ptr, packed.data_ptr(), scales.data_ptr(),
+                                                     g.data_ptr(), None, out.data_ptr(), None, 4, 200, 1024, 1, 2, 1,
+                                                     0, stream)
+        assert err == 1, act_ptr
+    assert [lib.nvfp4_fused_wgmma_act_rows(m) for m in (0, 1, 256)] == [0, 256, 256]
+
+
 @needs_hopper
 def test_the_dispatcher_hands_fused_wgmma_its_registered_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     n, k = 1000, 2048

@@ -14,7 +14,8 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
 * fused_wgmma (sm_90a): warpgroup MMAs (HGMMA) with A from registers, the weights loaded with
   16-byte global loads straight into registers (no asynchronous copy, no shared-memory load of
   an operand), no local memory, no CALL, and the table decode's PRMT lookups present; on the
-  fragment-ordered layout a quarter of the row-major kernel's 16-byte loads and fewer PRMTs;
+  fragment-ordered layout a quarter of the row-major kernel's 16-byte loads and fewer PRMTs; in
+  fused_mma's K order one 16-byte load a row and step on either layout and far fewer PRMTs;
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -233,21 +234,57 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
         assert problems == [], name
 
 
+def _wgmma_by_layout_and_order(kernel_sass, dtype: str) -> dict[tuple[str, str], list[str]]:
+    """The library's fused_wgmma instantiations of one type, by (RELAYOUT, MMA_ORDER): row-major
+    and fragment-ordered weights in the natural K order, row-major and fused_mma's tile-contiguous
+    weights in fused_mma's (nvfp4_launch_fused_wgmma_mma_order)."""
+    chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
+    by = {re.search(r"fused_wgmma_kernelI\w+?Lb([01])ELi256ELi1ELb([01])E", name).groups(): ins
+          for name, ins in chosen.items()}
+    assert sorted(by) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")] and len(chosen) == 4, sorted(chosen)
+    return by
+
+
+def _count(ops: list[str], prefix: str) -> int:
+    return sum(o.startswith(prefix) for o in ops)
+
+
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
-    chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
-    # row-major weights and the fragment-ordered copy (nvfp4_launch_fused_wgmma_tiled)
-    by_layout = {re.search(r"fused_wgmma_kernelI\w+?Lb([01])E", name).group(1): ins for name, ins in chosen.items()}
-    assert sorted(by_layout) == ["0", "1"] and len(chosen) == 2, sorted(chosen)
-    for name, ins in chosen.items():
-        assert check_wgmma(ins) == [], name
+    by = _wgmma_by_layout_and_order(kernel_sass, dtype)
+    for key, ins in by.items():
+        assert check_wgmma(ins) == [], key
         assert sum("HGMMA" in i for i in ins) == 8, "two half steps of four k16 MMAs each"
+    ops = {key: opcodes(ins) for key, ins in by.items()}
     # what the fragment-ordered layout is for: one 16-byte load per row and step where the
     # row-major kernel makes four, and none of the quad's byte gathers
-    loads = {lay: sum(o.startswith("LDG.E.128") for o in opcodes(ins)) for lay, ins in by_layout.items()}
-    permutes = {lay: sum(o.startswith("PRMT") for o in opcodes(ins)) for lay, ins in by_layout.items()}
-    assert loads["0"] == 4 * loads["1"] > 0, loads
-    assert permutes["1"] < permutes["0"], permutes
+    loads = {key: _count(o, "LDG.E.128") for key, o in ops.items()}
+    assert loads[("0", "0")] == 4 * loads[("1", "0")] > 0, loads
+    assert _count(ops[("1", "0")], "PRMT") < _count(ops[("0", "0")], "PRMT")
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_fused_mma_order_decodes_with_fewer_permutes_and_one_load_a_row(kernel_sass, dtype: str) -> None:
+    """What fused_wgmma in fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session): two
+    decode tables a row and step instead of eight, so at least eight tables' PRMTs (4 each) fewer
+    than the natural-order kernel on the same layout's signs (placed: fragment-ordered against
+    tile-contiguous; natural: row-major against row-major); one 16-byte load of the lane's own
+    bytes a row and step on either layout (the natural order's row-major kernel makes four); its
+    two scale bytes in one 16-bit load. Its activation permutation moves 4-byte pairs: four 32-bit
+    loads and a 16-byte store of a permuted chunk, or of zeros past M."""
+    by = _wgmma_by_layout_and_order(kernel_sass, dtype)
+    ops = {key: opcodes(ins) for key, ins in by.items()}
+    for relayout in ("0", "1"):
+        mma = ops[(relayout, "1")]
+        assert _count(mma, "PRMT") <= _count(ops[(relayout, "0")], "PRMT") - 32, relayout
+        assert _count(mma, "LDG.E.128") == _count(ops[("1", "0")], "LDG.E.128") == _count(ops[("0", "0")],
+                                                                                           "LDG.E.128") // 4
+        assert _count(mma, "LDG.E.U16") > 0 and _count(mma, "LDG.E.64") == 0, relayout
+    permute = [ins for name, ins in kernel_sass.items() if "nvfp4_wgmma_permute_act_kernel" in name]
+    assert len(permute) == 1
+    permute_ops = opcodes(permute[0])
+    assert sum(o.startswith("LDG.E") and not o.startswith("LDG.E.128") for o in permute_ops) == 4
+    assert _count(permute_ops, "STG.E.128") == 2
 
 
 def test_wgmma_checker_reports_what_the_kernel_must_not_do(kernel_sass, bad_sass) -> None:
@@ -261,55 +298,6 @@ def test_wgmma_checker_reports_what_the_kernel_must_not_do(kernel_sass, bad_sass
     assert staged != ins and any("shared-memory load" in p for p in check_wgmma(staged))
     by_desc = [re.sub(r"(HGMMA\S+ R\d+, )R\d+,", r"\1gdesc[UR4],", i) for i in ins]
     assert by_desc != ins and "an HGMMA that is not m64n256k16 with A from registers" in check_wgmma(by_desc)
-
-
-@pytest.fixture(scope="session")
-def wgmma_dev_sass(tmp_path_factory) -> dict[str, list[str]]:
-    """SASS of scripts/ws_dev/fused_ra.cu, the dev library of the fused_wgmma kernel (its narrow
-    tiles and its variant in fused_mma's K order, MMA_ORDER), built as mma_order_dev.py's is."""
-    repo = Path(__file__).resolve().parents[1]
-    cubin = tmp_path_factory.mktemp("wgmma_dev") / "fused_ra.cubin"
-    subprocess.run([build.find_nvcc(), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
-                    f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}", "-o", str(cubin),
-                    str(repo / "scripts" / "ws_dev" / "fused_ra.cu")], check=True, capture_output=True)
-    return dump_sass(cubin)
-
-
-def _wgmma_instantiation(functions: dict[str, list[str]], relayout: bool, mma_order: bool) -> list[str]:
-    """The bf16 256-row instantiation <RELAYOUT, 256, 1, MMA_ORDER, 3 stages, not staged> of the dev
-    library."""
-    tag = f"nvfp4_fused_wgmma_kernelI13__nv_bfloat16Lb{int(relayout)}ELi256ELi1ELb{int(mma_order)}ELi3ELb0EE"
-    chosen = [ins for name, ins in functions.items() if tag in name]
-    assert len(chosen) == 1, (tag, sorted(functions))
-    return chosen[0]
-
-
-def test_the_mma_order_variant_decodes_with_fewer_permutes_and_one_load_a_row(wgmma_dev_sass) -> None:
-    """What the dev variant in fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session):
-    two decode tables a row and step instead of eight, so fewer PRMTs than the fragment-ordered
-    kernel's table path; one 16-byte load of the lane's own bytes a row and step on row-major
-    weights as on the tile-contiguous copy (the natural-order kernel makes four); its two scale
-    bytes in one 16-bit load; and the fused_wgmma contract otherwise. Its activation permutation
-    moves 4-byte pairs: four 32-bit loads and one 16-byte store a thread."""
-    def count(ops: list[str], prefix: str) -> int:
-        return sum(o.startswith(prefix) for o in ops)
-
-    # the same layout's kernel in the natural order: placed signs (tiled) or natural ones (row-major)
-    natural = {relayout: opcodes(_wgmma_instantiation(wgmma_dev_sass, relayout, False)) for relayout in (True, False)}
-    for relayout in (True, False):
-        ins = _wgmma_instantiation(wgmma_dev_sass, relayout, True)
-        assert check_wgmma(ins) == [], relayout
-        assert sum("HGMMA" in i for i in ins) == 8
-        ops = opcodes(ins)
-        # 4 tables a step instead of 16, 4 PRMTs each: at least 8 tables' worth fewer
-        assert count(ops, "PRMT") <= count(natural[relayout], "PRMT") - 32, relayout
-        assert count(ops, "LDG.E.128") == count(natural[True], "LDG.E.128") == count(natural[False], "LDG.E.128") // 4
-        assert count(ops, "LDG.E.U16") > 0 and count(ops, "LDG.E.64") == 0, relayout
-    permute = [ins for name, ins in wgmma_dev_sass.items() if "nvfp4_wgmma_permute_act_kernel" in name]
-    assert len(permute) == 1
-    ops = opcodes(permute[0])
-    assert sum(o.startswith("LDG.E") and not o.startswith("LDG.E.128") for o in ops) == 4
-    assert sum(o.startswith("STG.E.128") for o in ops) == 2  # a permuted chunk, or a zero one past m
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])

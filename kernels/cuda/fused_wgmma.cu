@@ -524,11 +524,11 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
 bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // The exports' argument checks (cudaErrorInvalidValue for anything the kernel cannot take), then
-// the launch on the layout RELAYOUT names.
-template <bool RELAYOUT>
+// the launch on the layout RELAYOUT names, in the K order MMA_ORDER names (which needs act_ws).
+template <bool RELAYOUT, bool MMA_ORDER = false>
 int launch_checked(const void* a, const void* packed, const void* scales, const void* g, const void* bias, void* out,
                    float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16, int32_t whole_tiles,
-                   int32_t splits, cudaStream_t stream) {
+                   int32_t splits, cudaStream_t stream, void* act_ws = nullptr) {
   const int64_t steps = k / kWgStepK;
   const int64_t tiles = (n + kWgRows - 1) / kWgRows;
   if (a == nullptr || packed == nullptr || scales == nullptr || g == nullptr || out == nullptr || m < 1 ||
@@ -539,15 +539,18 @@ int launch_checked(const void* a, const void* packed, const void* scales, const 
   }
   const bool split = whole_tiles < tiles && splits > 1;
   if (split && workspace == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  if (MMA_ORDER && (act_ws == nullptr || !aligned_to(act_ws, 16))) return static_cast<int>(cudaErrorInvalidValue);
   const int per = static_cast<int>((steps + splits - 1) / splits);
   // equal ranges with none empty: the plan's splits must be ceil(steps / per)
   if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
   const WgmmaPlan plan{whole_tiles, static_cast<int>(tiles), splits, per};
   const int ni = static_cast<int>(n), ki = static_cast<int>(k);
   const cudaError_t err =
-      out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT>(a, packed, scales, g, bias, out, workspace, m, ni, ki, plan,
-                                                       stream)
-               : launch_wgmma<__half, RELAYOUT>(a, packed, scales, g, bias, out, workspace, m, ni, ki, plan, stream);
+      out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, kWgActRows, 1, MMA_ORDER>(a, packed, scales, g, bias, out,
+                                                                                 workspace, m, ni, ki, plan, stream,
+                                                                                 act_ws)
+               : launch_wgmma<__half, RELAYOUT, kWgActRows, 1, MMA_ORDER>(a, packed, scales, g, bias, out, workspace,
+                                                                          m, ni, ki, plan, stream, act_ws);
   return static_cast<int>(err);
 }
 
@@ -585,5 +588,25 @@ int nvfp4_launch_fused_wgmma_tiled(const void* a, const void* packed, const void
   return nvfp4::launch_checked<true>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, whole_tiles,
                                      splits, stream);
 }
+
+// fused_mma's K order (the kernel's MMA_ORDER; not yet the dispatcher's launch, benchmarks/NOTES.md,
+// sixteenth session): the same product with fused_mma's bits at the same K ranges. packed and
+// scales are the contract's row-major ones, or with `tiled` fused_mma's tile-contiguous copy
+// (nvfp4_kernels.layout.tile_weights, signs placed). act_ws: nvfp4_fused_wgmma_act_rows(m) x k
+// values of a's type, 16-byte aligned, which the launch fills with the permuted activations (a
+// kernel before the wgmma kernel, on the stream). Every other argument as nvfp4_launch_fused_wgmma.
+int nvfp4_launch_fused_wgmma_mma_order(const void* a, void* act_ws, const void* packed, const void* scales,
+                                       const void* g, const void* bias, void* out, float* workspace, int32_t m,
+                                       int64_t n, int64_t k, int32_t out_bf16, int32_t whole_tiles, int32_t splits,
+                                       int32_t tiled, cudaStream_t stream) {
+  return tiled ? nvfp4::launch_checked<true, true>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16,
+                                                   whole_tiles, splits, stream, act_ws)
+               : nvfp4::launch_checked<false, true>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16,
+                                                    whole_tiles, splits, stream, act_ws);
+}
+
+// Rows of the permuted activations nvfp4_launch_fused_wgmma_mma_order needs for m rows (whole
+// activation tiles; 0 for m < 1).
+int64_t nvfp4_fused_wgmma_act_rows(int32_t m) { return m < 1 ? 0 : nvfp4::permuted_rows(m, nvfp4::kWgActRows); }
 
 }  // extern "C"
