@@ -30,6 +30,12 @@
 // one block; the remaining tiles are split into `splits` equal step ranges whose fp32 partials the
 // finalize kernel sums in split order from +0.0 before adding the bias and rounding once. So the
 // bits depend on the plan, which depends only on (n, k) and the GPU's SM count.
+//
+// The same kernel also runs in fused_mma's K order (MMA_ORDER, nvfp4_launch_fused_wgmma_mma_order;
+// not yet the dispatcher's launch): each lane decodes 32 consecutive codes of a row and step (two
+// decode tables instead of eight), k16 MMA j takes the values fused_mma.cu's MMA j takes, the
+// activations are read from a copy permuted to match, and the bits are fused_mma's at the same K
+// ranges. Its dev variants (narrow tiles, staged weights) are scripts/ws_dev/mma_order_dev.py's.
 #include <type_traits>
 
 #include "hopper_async.cuh"
