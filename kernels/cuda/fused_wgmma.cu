@@ -504,20 +504,10 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   const auto* bias_s = static_cast<const unsigned short*>(bias);
   auto* out_s = static_cast<unsigned short*>(out);
   float* partial = split ? workspace : nullptr;
-  if constexpr (MMA_ORDER) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(blocks));
-    config.blockDim = dim3(kWgThreads);
-    config.dynamicSmemBytes = kSmem;
-    config.stream = stream;
-    cudaLaunchAttribute dependent[1];
-    dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    dependent[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = dependent;
-    config.numAttrs = 1;
-    err = cudaLaunchKernelEx(&config, kernel, packed_b, scales_b, g_f, bias_s, out_s, partial, m, n, k, m_tiles, plan,
-                             act_map);
-    if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind
+  if constexpr (MMA_ORDER) {  // the permutation's programmatic dependent
+    err = launch_programmatic_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWgThreads), kSmem, stream,
+                                        packed_b, scales_b, g_f, bias_s, out_s, partial, m, n, k, m_tiles, plan,
+                                        act_map);
   } else {
     kernel<<<static_cast<unsigned>(blocks), kWgThreads, kSmem, stream>>>(packed_b, scales_b, g_f, bias_s, out_s,
                                                                          partial, m, n, k, m_tiles, plan, act_map);

@@ -276,6 +276,28 @@ __global__ void nvfp4_splitk_finalize_kernel(const float* __restrict__ partial,
 
 }  // namespace
 
+// Launches `kernel` as the programmatic dependent of the work before it on `stream` (see
+// allow_dependent_launch: it may be scheduled once that kernel's blocks have all started, and
+// waits in wait_for_prerequisite_grid for its results); leaves no launch error behind, as a
+// <<<>>> launch followed by cudaGetLastError does not either.
+template <typename... Params, typename... Args>
+cudaError_t launch_programmatic_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                          cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute dependent[1];
+  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = dependent;
+  config.numAttrs = 1;
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+  if (err != cudaSuccess) cudaGetLastError();
+  return err;
+}
+
 // Launch the epilogue over columns col0..n-1 of the [m, n] output (default: all): ``partial``
 // holds splits * m * (n - col0) fp32 sums written by the kernel launched just before on
 // ``stream``, whose programmatic dependent it is (see allow_dependent_launch): the same sums in
@@ -284,19 +306,9 @@ template <typename T>
 cudaError_t launch_splitk_finalize(const float* partial, const unsigned short* bias, unsigned short* out, int m,
                                    int n, int splits, cudaStream_t stream, int col0 = 0) {
   const int64_t total = static_cast<int64_t>(m) * (n - col0);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((total + 255) / 256));
-  config.blockDim = dim3(256);
-  config.stream = stream;
-  cudaLaunchAttribute dependent[1];
-  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = dependent;
-  config.numAttrs = 1;
-  const cudaError_t err = cudaLaunchKernelEx(&config, nvfp4_splitk_finalize_kernel<T>, partial, bias, out, m, n,
-                                             splits, col0);
-  if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind, as the <<<>>> path did
-  return err;
+  const dim3 grid(static_cast<unsigned>((total + 255) / 256));
+  return launch_programmatic_dependent(nvfp4_splitk_finalize_kernel<T>, grid, dim3(256), 0, stream, partial, bias, out,
+                                       m, n, splits, col0);
 }
 
 }  // namespace nvfp4

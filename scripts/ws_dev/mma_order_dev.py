@@ -78,7 +78,6 @@ def main() -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     import torch
-    from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half, kernel_bytes
     from nvfp4_kernels import cuda_backend, layout
     from nvfp4_kernels.tiling import fused_split_count, wgmma_plan
 
@@ -89,7 +88,7 @@ def main() -> int:
 
     dev = "cuda"
     vp, i32 = ctypes.c_void_p, ctypes.c_int32
-    lib = ctypes.CDLL(str(ra_dev.PREBUILT if ra_dev.PREBUILT.exists() else ra_dev.build(out_dir)))
+    lib = ra_dev.library(out_dir)
     lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
     lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 11 + [vp]
     lib.nvfp4ra_permute_act.restype = ctypes.c_int
@@ -201,11 +200,7 @@ def main() -> int:
         for m in (int(x) for x in args.ms.split(",")):
             a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
-            half = copy_ceiling_half(kernel_bytes("fused_mma", m, n, k, 16))
-            src = torch.empty(half, dtype=torch.uint8, device=dev)
-            dst = torch.empty_like(src)
-            copy_us = ws_dev.timer(lambda: dst.copy_(src), flush)
-            cublas_us = ws_dev.timer(lambda: torch.matmul(a, w_bf16.t()), flush)
+            copy_us, cublas_us, copied = ws_dev.reference_times(a, w_bf16, flush)
             splits = fused_split_count(n, k, m)
             tiled = (pt, st, layout.scale_byte_range(s))
             mma_us = ws_dev.timer(lambda: cuda_backend.fused_mma(a, p, s, g_normal, None, o, splits=splits,
@@ -229,7 +224,7 @@ def main() -> int:
                         lambda pw=pw, sw=sw, plan=plan, variant=variant: launch(a, pw, sw, g_normal, None, o, plan,
                                                                                variant), flush)
             best = min(times, key=times.get)
-            report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": 2 * half,
+            report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": copied,
                                    "cublas_bf16_us": cublas_us, "fused_mma_tiled_us": mma_us,
                                    "fused_mma_splits": splits, "fused_wgmma_fragment_ordered_us": frag_us,
                                    "permute_us": permute_us, "mma_order_us": times, "best": best})

@@ -53,7 +53,6 @@ def main() -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     import torch
-    from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half, kernel_bytes
     from nvfp4_kernels import cuda_backend, layout
     from nvfp4_kernels.tiling import fused_split_count, wgmma_plan
 
@@ -63,7 +62,7 @@ def main() -> int:
 
     dev = "cuda"
     vp, i32 = ctypes.c_void_p, ctypes.c_int32
-    lib = ctypes.CDLL(str(ra_dev.PREBUILT if ra_dev.PREBUILT.exists() else ra_dev.build(out_dir)))
+    lib = ra_dev.library(out_dir)
     lib.nvfp4ra_launch_narrow.restype = ctypes.c_int
     lib.nvfp4ra_launch_narrow.argtypes = [vp, vp, vp, vp, vp, vp, vp, i32, i32, i32, i32, i32, i32, i32, i32, vp]
     work = {"buf": torch.empty(1, dtype=torch.float32, device=dev)}
@@ -110,11 +109,7 @@ def main() -> int:
         """Every timing of one shape and M; the row goes into the report, its summary line back."""
         a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
         o = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
-        half = copy_ceiling_half(kernel_bytes("fused_mma", m, n, k, 16))
-        src = torch.empty(half, dtype=torch.uint8, device=dev)
-        dst = torch.empty_like(src)
-        copy_us = ws_dev.timer(lambda: dst.copy_(src), flush)
-        cublas_us = ws_dev.timer(lambda: torch.matmul(a, w_bf16.t()), flush)
+        copy_us, cublas_us, copied = ws_dev.reference_times(a, w_bf16, flush)
         splits = fused_split_count(n, k, m)
         tiled = (pt, st, layout.scale_byte_range(s))
         mma_tiled_us = ws_dev.timer(lambda: cuda_backend.fused_mma(a, p, s, g, None, o, splits=splits, tiled=tiled),
@@ -129,7 +124,7 @@ def main() -> int:
                 times[f"{nact}x{minb} plan {plan[0]},{plan[1]}"] = ws_dev.timer(
                     lambda nact=nact, minb=minb, plan=plan: narrow(a, pf, sf, g, o, plan, nact, minb), flush)
         best = min(times, key=times.get)
-        report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": 2 * half,
+        report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": copied,
                                "cublas_bf16_us": cublas_us, "fused_mma_tiled_us": mma_tiled_us,
                                "fused_mma_splits": splits, "fused_wgmma_tiled_256_us": wg256_us,
                                "narrow_us": times, "best": best})

@@ -65,6 +65,11 @@ def ra_layout(packed: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(by_row.transpose(0, 2, 1, 3)).reshape(-1)
 
 
+def library(out: Path) -> ctypes.CDLL:
+    """The dev library: the prebuilt one a device call carries, or built now into ``out``."""
+    return ctypes.CDLL(str(PREBUILT if PREBUILT.exists() else build(out)))
+
+
 def build(out: Path, flags: tuple[str, ...] = (), target: Path = PREBUILT) -> Path:
     PREBUILT.parent.mkdir(parents=True, exist_ok=True)
     cmd = ["nvcc", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-ftz=false", "-prec-div=true",
@@ -92,7 +97,6 @@ def main() -> int:
         print("built", build(out))
         return 0
     import torch
-    from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half, kernel_bytes
     from nvfp4_harness.nvfp4.shapes import matmul_error_bound, oracle_dequantize
     from nvfp4_kernels import layout
 
@@ -218,11 +222,7 @@ def main() -> int:
         for m in (int(x) for x in args.ms.split(",")):
             a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
-            half = copy_ceiling_half(kernel_bytes("fused_mma", m, n, k, 16))
-            src = torch.empty(half, dtype=torch.uint8, device=dev)
-            dst = torch.empty_like(src)
-            copy_us = ws_dev.timer(lambda: dst.copy_(src), flush)
-            cublas_us = ws_dev.timer(lambda: torch.matmul(a, w_bf16.t()), flush)
+            copy_us, cublas_us, _ = ws_dev.reference_times(a, w_bf16, flush)
             prefill_us = ws_dev.timer(ws_dev.prefill_call(p, s, g, a, o, w_scratch), flush)
             ss_times = {f"{nt}x{sp}": ws_dev.timer(lambda: ss(a, pt, st, g, None, o, sp, nt), flush)
                         for nt, sp in ((136, 1), (128, 3)) if ss.has_tile(nt, m)}

@@ -269,6 +269,19 @@ def timer(fn, flush: torch.Tensor) -> float:
     return timed(fn, flush.zero_, reps=21)
 
 
+def reference_times(a: torch.Tensor, w_bf16: torch.Tensor, flush: torch.Tensor) -> tuple[float, float, int]:
+    """The same-run references of a fused matmul of a [m, k] with an [n, k] weight: the device copy
+    of its bytes (the bench's ceiling: the half-size rounded up to 4 KiB, copied), cuBLAS bf16 on
+    w_bf16, and the bytes copied."""
+    (m, k), n = a.shape, w_bf16.shape[0]
+    half = copy_ceiling_half(kernel_bytes("fused_mma", m, n, k, 16))
+    src = torch.empty(half, dtype=torch.uint8, device=a.device)
+    dst = torch.empty_like(src)
+    copy_us = timer(lambda: dst.copy_(src), flush)
+    cublas_us = timer(lambda: torch.matmul(a, w_bf16.t()), flush)
+    return copy_us, cublas_us, 2 * half
+
+
 def speed(ws: Ws, report: dict, quick: bool, ms: tuple[int, ...] = ()) -> list[str]:
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=DEV)
     lines, rows = [], []
@@ -284,11 +297,7 @@ def speed(ws: Ws, report: dict, quick: bool, ms: tuple[int, ...] = ()) -> list[s
         for m in ms:
             a = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
             out = torch.empty((m, n), dtype=torch.bfloat16, device=DEV)
-            half = copy_ceiling_half(kernel_bytes("fused_mma", m, n, k, 16))
-            src = torch.empty(half, dtype=torch.uint8, device=DEV)
-            dst = torch.empty_like(src)
-            copy_us = timer(lambda: dst.copy_(src), flush)
-            cublas_us = timer(lambda: torch.matmul(a, w_bf16.t()), flush)
+            copy_us, cublas_us, copied = reference_times(a, w_bf16, flush)
             auto = cuda_backend.fused_splits(n, k, m)
             mma_us = timer(lambda: cuda_backend.fused_mma(a, p, s, g, None, out, splits=auto), flush)
             tiled_arg = (pt, st, layout.scale_byte_range(s))
@@ -307,7 +316,7 @@ def speed(ws: Ws, report: dict, quick: bool, ms: tuple[int, ...] = ()) -> list[s
                         continue
                     ws_times[f"{nt}x{splits}"] = timer(lambda: ws(a, pt, st, g, None, out, splits, nt), flush)
             best = min(ws_times, key=ws_times.get)
-            row = {"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": 2 * half, "cublas_bf16_us": cublas_us,
+            row = {"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": copied, "cublas_bf16_us": cublas_us,
                    "mma_sync_us": mma_us, "mma_sync_tiled_us": mma_tiled_us, "mma_sync_splits": auto,
                    "prefill_vec8_us": prefill_us, "ws_us": ws_times, "ws_best": best}
             rows.append(row)
