@@ -75,23 +75,26 @@ class LaunchArgs(ctypes.Structure):
 
     _fields_ = [("a", _P), ("packed", _P), ("scales", _P), ("g", _P), ("bias", _P), ("out", _P),
                 ("workspace", _P), ("stream", _P), ("n", _I64), ("k", _I64), ("m", _I32), ("block_size", _I32),
-                ("out_bf16", _I32), ("splits", _I32), ("counters", _P), ("scale_bytes", _I32)]
+                ("out_bf16", _I32), ("splits", _I32), ("counters", _P), ("scale_bytes", _I32), ("whole_tiles", _I32)]
 
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
-PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3}
+PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3, "fused_wgmma": 6}
 #: nvfp4_launch_packed's fused kernel on tile-contiguous weights (nvfp4_kernels.layout)
 FUSED_TILED_KERNEL = 5
+#: nvfp4_launch_packed's fused_wgmma kernel on fragment-ordered weights (nvfp4_kernels.layout)
+FUSED_WGMMA_TILED_KERNEL = 7
 #: the path each packed kernel serves (for error messages)
-_PACKED_KERNEL_PATH = {**{i: p for p, i in PACKED_KERNEL.items()}, FUSED_TILED_KERNEL: "fused_mma"}
+_PACKED_KERNEL_PATH = {**{i: p for p, i in PACKED_KERNEL.items()}, FUSED_TILED_KERNEL: "fused_mma",
+                       FUSED_WGMMA_TILED_KERNEL: "fused_wgmma"}
 #: nvfp4_launch_packed's empty kernel (the fused kernel's parameter list, no work): the benchmark's
 #: host-time floor, what one launch through the same call costs on the machine at hand
 EMPTY_KERNEL = 4
 #: LaunchArgs seen as 14 uint64 words (the fast path writes the per-call ones by index, which
 #: costs a tenth of a Structure field write): pointers at 0..7, n, k, then two words that each
 #: hold two int32 fields, low half first (little-endian, as on every CUDA host), the split-K
-#: counters' pointer, and a word whose low half is the tiled kernel's scale-byte range (its high
-#: half is the struct's padding)
+#: counters' pointer, and a word whose low half is the tiled kernel's scale-byte range and whose
+#: high half is the fused_wgmma plan's whole tiles
 ARG_WORDS = 14
 ARG_A, ARG_PACKED, ARG_SCALES, ARG_G, ARG_BIAS, ARG_OUT, ARG_WORKSPACE, ARG_STREAM, ARG_N, ARG_K = range(10)
 ARG_M_BLOCK, ARG_BF16_SPLITS, ARG_COUNTERS, ARG_SCALE_BYTES = 10, 11, 12, 13
@@ -483,6 +486,25 @@ def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None,
         _check(err, KERNEL_NAMES["fused_mma"])
 
 
+def fused_wgmma_plan(n: int, k: int, device_index: int) -> tuple[int, int]:
+    """(whole_tiles, splits) the fused_wgmma kernel runs for an [n, k] weight on CUDA device
+    ``device_index`` by default: :func:`nvfp4_kernels.tiling.wgmma_plan` for its multiprocessor
+    count (the full path and the eager fast path both take it from here, so they sum alike)."""
+    from nvfp4_kernels.tiling import wgmma_plan
+
+    return wgmma_plan(n, k, _multiprocessors(device_index))
+
+
+def fused_wgmma_workspace_floats(m: int, n: int, plan: tuple[int, int]) -> int:
+    """The fp32 partials a fused_wgmma launch of ``plan`` (whole_tiles, splits) writes for M = ``m``:
+    ``splits`` per output of the tiles past the whole ones, or 0 when nothing is split."""
+    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS
+
+    whole, splits = plan
+    rest = n - whole * WGMMA_TILE_ROWS
+    return splits * m * rest if splits > 1 and rest > 0 else 0
+
+
 def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
                 plan: tuple[int, int] | None = None, fragment_ordered: tuple[Any, ...] | None = None,
                 mma_order: bool = False, tiled: tuple[Any, ...] | None = None) -> None:
@@ -507,7 +529,7 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     import torch
     from nvfp4_kernels.model import WGMMA_MAX_M
     from nvfp4_kernels.reference import FUSED_STEP_K
-    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
+    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS
 
     m, n, k, bf16 = _check_matmul_operands("fused_wgmma kernel", a, packed, scales, g, bias, out, WGMMA_MAX_M,
                                            FUSED_STEP_K)
@@ -540,16 +562,14 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
         return
     index = out.device.index if out.device.index is not None else torch.cuda.current_device()
     if plan is None:
-        plan = wgmma_plan(n, k, _multiprocessors(index))
+        plan = fused_wgmma_plan(n, k, index)
     whole, splits = plan
     tiles, steps = -(-n // WGMMA_TILE_ROWS), k // FUSED_STEP_K
     if not (0 <= whole <= tiles and 1 <= splits <= steps and -(-steps // -(-steps // splits)) == splits):
         raise ValueError(f"plan must be (whole_tiles in [0, {tiles}], splits in [1, {steps}] with equal non-empty "
                          f"ranges of ceil({steps} / splits) steps), got {plan!r}")
-    workspace = None
-    if whole < tiles and splits > 1:
-        floats = splits * m * (n - whole * WGMMA_TILE_ROWS)
-        workspace = splitk_buffers(index, _stream(out), floats, 0)[0]
+    floats = fused_wgmma_workspace_floats(m, n, plan)
+    workspace = splitk_buffers(index, _stream(out), floats, 0)[0] if floats else None
     lib = _lib if _lib is not None else load_library()
     a_ptr, p_ptr, s_ptr = _aligned(a, 16).data_ptr(), _aligned(packed, 16).data_ptr(), _aligned(scales, 8).data_ptr()
     bias_ptr = None if bias is None else bias.data_ptr()

@@ -44,6 +44,10 @@ ENABLED = os.environ.get("NVFP4_FAST_PATH", "1") != "0"
 PLAN_LIMIT = 4096
 #: the largest finite fp32; host global scales at or beyond it take the full path
 FLT_MAX = float(np.finfo(np.float32).max)
+#: the paths whose kernel writes the output itself (the rest dequantize for a torch.matmul)
+ONE_LAUNCH_PATHS = frozenset(("gemv", "fused_mma", "fused_wgmma"))
+#: the packed kernel that reads a registered weight's copy, per path (nvfp4_kernels.layout)
+TILED_KERNEL = {"fused_mma": cuda_backend.FUSED_TILED_KERNEL, "fused_wgmma": cuda_backend.FUSED_WGMMA_TILED_KERNEL}
 
 
 class Plan:
@@ -53,7 +57,7 @@ class Plan:
                  "splits", "workspace_floats", "counter_count", "device_index", "out_shape", "reshape", "b_ref",
                  "b_ptr", "scales_ref", "scales_ptr", "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template",
                  "per_thread", "launch", "stream_of", "a_dtype", "event", "weights_aligned", "versions", "shapes",
-                 "split_buffers", "tiled", "__weakref__")
+                 "split_buffers", "tiled", "whole_tiles", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
@@ -61,29 +65,39 @@ class Plan:
         self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
         self.path = prepared.selection.path
         self.kernel = cuda_backend.PACKED_KERNEL[self.path]
-        # a weight registered for the tile-contiguous layout: the fused kernel reads its tiled copy.
-        # The registry owns the copy (while the weight lives, unchanged and registered: the row-major
-        # weight's identity, address and version checks of every call, and unregister dropping the
-        # weight's plans, vouch for that); the plan holds it weakly, so that plans left behind by a
-        # freed weight do not keep a second copy of its bytes on the GPU, and a call whose copy is
-        # gone takes the full path
-        tiled = layout.registered(b, scales) if self.path == "fused_mma" else None
+        # a weight registered for this path's layout (tile-contiguous for fused_mma, fragment-ordered
+        # for fused_wgmma): the kernel reads that copy. The registry owns the copy (while the
+        # weight lives, unchanged and registered: the row-major weight's identity, address and
+        # version checks of every call, and unregister dropping the weight's plans, vouch for
+        # that); the plan holds it weakly, so that plans left behind by a freed weight do not keep
+        # a second copy of its bytes on the GPU, and a call whose copy is gone takes the full path
+        tiled = layout.registered(b, scales, self.path) if self.path in layout.REGISTERED_PATHS else None
         self.tiled = None if tiled is None else (weakref.ref(tiled[0]), weakref.ref(tiled[1]))
         if tiled is not None:
-            self.kernel = cuda_backend.FUSED_TILED_KERNEL
+            self.kernel = TILED_KERNEL[self.path]
         self.launch = cuda_backend.launch_call()
         self.stream_of = cuda_backend.raw_stream_getter()
         self.a_dtype = getattr(torch, problem.dtype)
         self.m, self.n, self.k, self.block_size = problem.m, problem.n, problem.k, problem.block_size
         self.bf16 = 1 if problem.dtype == "bfloat16" else 0
-        self.splits = (cuda_backend.gemv_splits(problem.n, problem.k) if self.path == "gemv"
-                       else cuda_backend.fused_splits(problem.n, problem.k, problem.m, prepared.device.index)
-                       if self.path == "fused_mma" else 0)
         self.device_index = prepared.device.index  # as this process numbers it (caps carry the host's)
+        #: fused_wgmma's plan: the row tiles that take every K step in one block (the rest split)
+        self.whole_tiles = 0
+        if self.path == "gemv":
+            self.splits = cuda_backend.gemv_splits(problem.n, problem.k)
+        elif self.path == "fused_mma":
+            self.splits = cuda_backend.fused_splits(problem.n, problem.k, problem.m, self.device_index)
+        elif self.path == "fused_wgmma":
+            self.whole_tiles, self.splits = cuda_backend.fused_wgmma_plan(problem.n, problem.k, self.device_index)
+        else:
+            self.splits = 0
         # split-K partials in a workspace and, for the fused kernel's in-launch sum, one zeroed
         # counter per tile
-        split = self.splits > 1
-        self.workspace_floats = self.splits * problem.m * problem.n if split else 0
+        if self.path == "fused_wgmma":
+            self.workspace_floats = cuda_backend.fused_wgmma_workspace_floats(
+                problem.m, problem.n, (self.whole_tiles, self.splits))
+        else:
+            self.workspace_floats = self.splits * problem.m * problem.n if self.splits > 1 else 0
         if self.path == "fused_mma" and cuda_backend.fused_reduction(self.splits, problem.m) == "last_block":
             self.counter_count = cuda_backend.fused_tiles(problem.m, problem.n)
         elif self.path == "gemv" and cuda_backend.gemv_reduction(self.splits) == "last_block":
@@ -117,9 +131,11 @@ class Plan:
         words[cuda_backend.ARG_N], words[cuda_backend.ARG_K] = self.n, self.k
         words[cuda_backend.ARG_M_BLOCK] = cuda_backend.pack_int32_pair(self.m, self.block_size)
         words[cuda_backend.ARG_BF16_SPLITS] = cuda_backend.pack_int32_pair(self.bf16, self.splits)
-        # the tiled kernel's scale-byte range (nvfp4_kernels.layout.scale_byte_range): fixed for the
-        # registered weight, whose version checks every call makes
-        words[cuda_backend.ARG_SCALE_BYTES] = cuda_backend.pack_int32_pair(tiled.scale_bytes if tiled else 0, 0)
+        # the tiled fused_mma kernel's scale-byte range (nvfp4_kernels.layout.scale_byte_range):
+        # fixed for the registered weight, whose version checks every call makes; beside it
+        # fused_wgmma's whole tiles
+        scale_bytes = tiled.scale_bytes if tiled is not None and self.path == "fused_mma" else 0
+        words[cuda_backend.ARG_SCALE_BYTES] = cuda_backend.pack_int32_pair(scale_bytes, self.whole_tiles)
         self.template = words
         #: the event every call of the plan announces (built at the first call with a listener;
         #: one object, so a recorder counts its repeats without re-checking it)
@@ -196,7 +212,7 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
     stream = plan.stream_of(index)
     g_ptr = g.data_ptr() if plan.g_ref is not None else plan.g_ptr  # a device scale is read where it lies now
     path = plan.path
-    if path == "gemv" or path == "fused_mma":
+    if path in ONE_LAUNCH_PATHS:
         a_ptr = a.data_ptr()
         if a_ptr % 16 or not plan.weights_aligned:
             return MISS  # the full path launches on aligned copies

@@ -92,6 +92,12 @@ def test_schema(results: tuple[Path, dict[str, Any]]) -> None:
                 splits = tiling.fused_split_count(row["N"], row["K"], row["M"])
                 want = 2 if cuda_backend.fused_reduction(splits, row["M"]) == "finalize" else 1
                 assert row["launches"] == want, f"{path.name} host[{i}]: {row['launches']} launches, the design {want}"
+            if row["path"] == "fused_wgmma":  # its kernel, and the finalize kernel when its plan splits K
+                from nvfp4_kernels import cuda_backend, tiling
+
+                plan = tiling.wgmma_plan(row["N"], row["K"])  # the H200's plan
+                want = 2 if cuda_backend.fused_wgmma_workspace_floats(row["M"], row["N"], plan) else 1
+                assert row["launches"] == want, f"{path.name} host[{i}]: {row['launches']} launches, the design {want}"
             assert row["floor_us"] > 0, f"{path.name} host[{i}]: no floor"
             # The floor's loop launches empty kernels onto an idle GPU; a call whose kernels keep
             # the GPU busy can cost less host time than that (M = 1 on 17408 x 5120 in the second

@@ -574,12 +574,19 @@ def test_host_time_arithmetic_and_verdicts() -> None:
     assert host_time.verdict({**row, "eager_host_us": host_time.HOST_TARGET_US + 0.01}) == "missed"
     assert host_time.verdict({**row, "recording_host_us": host_time.RECORDING_TARGET_US + 0.01}) == "missed"
     from nvfp4_harness.model import DeviceCaps
+    from nvfp4_kernels import cuda_backend
     from nvfp4_kernels.model import Problem, select_path
 
     for case in host_time.CASES:  # each case's path is the default policy's choice on an H200
         problem = Problem("matmul", case.m, case.n, case.k, 16, "bfloat16", "cuda", True)
         assert select_path(problem, DeviceCaps.simulated_gpu(9, 0), Policy()).path == case.path, case.name
-    assert {c.path for c in host_time.CASES} == {"gemv", "fused_mma", "prefill_vec8"}
+        # every path timed has a packed launcher (the eager fast path), so the rows time that
+        assert case.path in cuda_backend.PACKED_KERNEL, case.name
+        # a case left out on other GPUs is one whose path they do not take (an Ampere, a Blackwell)
+        for sm in ((8, 0), (10, 0)):
+            other = select_path(problem, DeviceCaps.simulated_gpu(*sm), Policy()).path
+            assert (other == case.path) == (case.needs_capability is None), (case.name, sm, other)
+    assert {c.path for c in host_time.CASES} == {"gemv", "fused_mma", "fused_wgmma", "prefill_vec8"}
 
 
 def test_host_rows_render_in_benchmarks_md() -> None:

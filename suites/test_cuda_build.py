@@ -190,7 +190,7 @@ def test_launch_args_words_match_the_struct_layout() -> None:
     values = {name: rng.getrandbits(47) * 8 for name in ("a", "packed", "scales", "g", "bias", "out", "workspace",
                                                           "stream", "counters")}
     ints = {"n": rng.getrandbits(40), "k": rng.getrandbits(40), "m": 255, "block_size": 16, "out_bf16": 1,
-            "splits": 7, "scale_bytes": 0x7E01}
+            "splits": 7, "scale_bytes": 0x7E01, "whole_tiles": 132}
     struct = cb.LaunchArgs(**values, **ints)
     words = (ctypes.c_uint64 * cb.ARG_WORDS)()
     for name, index in (("a", cb.ARG_A), ("packed", cb.ARG_PACKED), ("scales", cb.ARG_SCALES), ("g", cb.ARG_G),
@@ -200,7 +200,7 @@ def test_launch_args_words_match_the_struct_layout() -> None:
     words[cb.ARG_N], words[cb.ARG_K] = ints["n"], ints["k"]
     words[cb.ARG_M_BLOCK] = cb.pack_int32_pair(ints["m"], ints["block_size"])
     words[cb.ARG_BF16_SPLITS] = cb.pack_int32_pair(ints["out_bf16"], ints["splits"])
-    words[cb.ARG_SCALE_BYTES] = cb.pack_int32_pair(ints["scale_bytes"], 0)
+    words[cb.ARG_SCALE_BYTES] = cb.pack_int32_pair(ints["scale_bytes"], ints["whole_tiles"])
     assert ctypes.sizeof(struct) == ctypes.sizeof(words) == 8 * cb.ARG_WORDS
     assert bytes(struct) == bytes(words)
 

@@ -43,6 +43,18 @@ CALLS = [
     ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, None, "prefill_vec8"),
     ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, None, "prefill_scalar"),
 ]
+#: calls the default policy sends to fused_wgmma (M = 129..256), on a Hopper GPU only (its kernel is
+#: built for sm_90a; elsewhere those M take fused_mma or prefill and the rows above cover them)
+HOPPER_CALLS = [
+    ("wgmma-m200-split-bias", 200, 1000, 2048, 16, torch.bfloat16, True, None, "fused_wgmma"),  # K split, finalize
+    ("wgmma-m256-one-step", 256, 520, 128, 16, torch.float16, False, None, "fused_wgmma"),  # one K step: no split
+    ("wgmma-lead", (3, 50), 384, 1024, 16, torch.bfloat16, False, None, "fused_wgmma"),  # 150 rows in a [3, 50, K]
+]
+_HOPPER = torch.cuda.get_device_capability(0) == (9, 0)
+#: every call, as parameters: the Hopper ones skip elsewhere
+PARAMS = [pytest.param(*c, id=c[0]) for c in CALLS] + [
+    pytest.param(*c, id=c[0], marks=pytest.mark.skipif(not _HOPPER, reason="fused_wgmma's kernel needs sm_90"))
+    for c in HOPPER_CALLS]
 
 
 def operands(m, n, k, block_size, dtype, with_bias, seed=0):
@@ -62,7 +74,7 @@ def call_recorded(args, block_size, enabled, monkeypatch, policy=None):
     return y, [r.event.to_dict() for r in rec.events]
 
 
-@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", CALLS, ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", PARAMS)
 def test_fast_and_full_path_agree_bit_for_bit_and_event_for_event(monkeypatch, name, m, n, k, bs, dtype,
                                                                    with_bias, policy, path):
     args = operands(m, n, k, bs, dtype, with_bias)
@@ -73,6 +85,11 @@ def test_fast_and_full_path_agree_bit_for_bit_and_event_for_event(monkeypatch, n
     assert full_events == first_events == again_events
     assert compare_bitwise(full, first) and compare_bitwise(full, again)
     assert again.shape == full.shape and again.dtype == full.dtype and again.device == full.device
+    if path in fast.ONE_LAUNCH_PATHS:  # the calls above ran a plan of the packed launcher, not the full path
+        from nvfp4_kernels import cuda_backend
+
+        plan = fast._plans[(id(args[1]), args[0].shape)]
+        assert plan.path == path and plan.kernel == cuda_backend.PACKED_KERNEL[path]
 
 
 def test_a_host_global_scale_and_a_device_one_give_the_same_bits(monkeypatch):
@@ -111,7 +128,7 @@ def test_errors_are_the_full_paths_errors(monkeypatch):
     assert len(set(messages)) == 1 and "A must have dtype float16 or bfloat16" in messages[0]
 
 
-@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", CALLS, ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", PARAMS)
 def test_each_path_captured_in_a_cuda_graph_replays_the_eager_bits(name, m, n, k, bs, dtype, with_bias, policy,
                                                                    path):
     """Capture records one event, at capture time; replays run the kernels without Python and
@@ -216,7 +233,7 @@ def test_inference_tensors_are_checked_by_shape(monkeypatch):
             nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16)
 
 
-@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", CALLS, ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize("name,m,n,k,bs,dtype,with_bias,policy,path", PARAMS)
 def test_the_ctypes_launch_call_gives_the_extensions_bits(monkeypatch, name, m, n, k, bs, dtype, with_bias, policy,
                                                           path):
     """The fast path's two ways into the library (the C extension where it builds, ctypes where

@@ -251,3 +251,56 @@ def test_unknown_mode_is_refused(unchosen) -> None:
     unchosen.setenv(cuda_backend.LAUNCH_CALL_ENV, "fast")
     with pytest.raises(ValueError, match="'fast' is not one of"):
         cuda_backend.launch_call()
+
+
+# -- the packed entry's fused_wgmma kernels read their plan from the struct -------------------------
+
+def _gpu_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.skipif(_gpu_present(), reason="with a GPU the accepted calls would launch on made-up addresses; the GPU "
+                                           "suites (test_fast_path.py) launch these kernels on real tensors")
+@pytest.mark.parametrize("kernel", [cuda_backend.PACKED_KERNEL["fused_wgmma"], cuda_backend.FUSED_WGMMA_TILED_KERNEL],
+                         ids=["row-major", "fragment-ordered"])
+def test_the_packed_fused_wgmma_launch_reads_its_plan_from_the_words(kernel: int) -> None:
+    """The fast path writes fused_wgmma's plan as the split count (beside out_bf16) and the whole
+    tiles (beside the scale-byte range). Without a GPU the library's own argument checks show
+    what reached the launcher: a plan it refuses answers cudaErrorInvalidValue before any CUDA
+    call, a plan it takes goes on to the CUDA runtime, which answers that there is no driver or
+    device. Each refusal below differs from an accepted plan in one of the two fields only."""
+    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS
+
+    try:
+        lib = cuda_backend.load_library()
+    except build.NvccNotFound as exc:
+        pytest.skip(f"the kernel library needs nvcc: {exc}")
+    tiles, steps = 8, 16
+    n, k, m = tiles * WGMMA_TILE_ROWS - 24, 16 * 128, 200
+
+    def result(whole: int, splits: int, workspace: int) -> int:
+        words = (ctypes.c_uint64 * WORDS)()
+        for index, address in ((cuda_backend.ARG_A, 0x10000), (cuda_backend.ARG_PACKED, 0x20000),
+                               (cuda_backend.ARG_SCALES, 0x30000), (cuda_backend.ARG_G, 0x40000),
+                               (cuda_backend.ARG_OUT, 0x50000), (cuda_backend.ARG_WORKSPACE, workspace)):
+            words[index] = address
+        words[cuda_backend.ARG_N], words[cuda_backend.ARG_K] = n, k
+        words[cuda_backend.ARG_M_BLOCK] = cuda_backend.pack_int32_pair(m, 16)
+        words[cuda_backend.ARG_BF16_SPLITS] = cuda_backend.pack_int32_pair(1, splits)
+        words[cuda_backend.ARG_SCALE_BYTES] = cuda_backend.pack_int32_pair(0, whole)
+        return lib.nvfp4_launch_packed(kernel, ctypes.addressof(words))
+
+    def accepted(code: int) -> bool:
+        return code not in (0, INVALID_VALUE)  # past the checks, refused by the runtime for want of a GPU
+
+    assert steps == k // 128
+    assert accepted(result(0, 2, 0x60000))  # every tile split in two: partials in the workspace
+    assert result(0, 2, 0) == INVALID_VALUE  # ... which a split plan must have
+    assert accepted(result(tiles, 2, 0))  # every tile whole: nothing to sum, no workspace needed
+    assert result(tiles + 1, 2, 0x60000) == INVALID_VALUE  # more whole tiles than the weight has
+    assert accepted(result(0, 4, 0x60000)) and result(0, 5, 0x60000) == INVALID_VALUE  # 16 steps: 4 ranges, not 5
+    assert accepted(result(0, steps, 0x60000)) and result(0, steps + 1, 0x60000) == INVALID_VALUE

@@ -327,22 +327,48 @@ def test_the_dispatcher_hands_fused_wgmma_its_registered_copy(monkeypatch: pytes
     packed, scales, g = _weights(n, k, 15)
     a = torch.randn(200, k, device="cuda").to(torch.bfloat16)
     want = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA))
+    key = (id(packed), a.shape)
+
+    def fast_kernel() -> int:
+        """The packed kernel of the eager fast path's plan for the call, made afresh."""
+        fast.forget_weight(packed)
+        monkeypatch.setattr(fast, "ENABLED", True)
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), want)
+        return fast._plans[key].kernel
+
     handed = []
     real = cuda_backend.fused_wgmma
+
+    def full_path_copy() -> object:
+        """The copy the full path (no plans) hands the kernel: None for the row-major weight."""
+        monkeypatch.setattr(fast, "ENABLED", False)
+        got = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA))
+        monkeypatch.setattr(fast, "ENABLED", True)
+        assert np.array_equal(got, want)
+        return handed[-1]
+
     monkeypatch.setattr(cuda_backend, "fused_wgmma",
                         lambda *args, **kw: handed.append(kw.get("fragment_ordered")) or real(*args, **kw))
     try:
+        assert fast_kernel() == cuda_backend.PACKED_KERNEL["fused_wgmma"]
         layout.register(packed, scales)  # on an H200 the default keeps fused_wgmma's copy
         assert layout.default_paths(packed.device) == ("fused_mma", "fused_wgmma")
-        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), want)
-        assert handed[-1] is not None and handed[-1].packed is layout.registered(packed, scales, "fused_wgmma").packed
+        assert key not in fast._plans  # registering drops the weight's plans
+        assert fast_kernel() == cuda_backend.FUSED_WGMMA_TILED_KERNEL
+        assert fast._plans[key].tiled[0]() is layout.registered(packed, scales, "fused_wgmma").packed
+        assert full_path_copy().packed is layout.registered(packed, scales, "fused_wgmma").packed
         layout.register(packed, scales, paths=("fused_mma",))  # without it: the row-major weight
-        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), want)
-        assert handed[-1] is None
+        assert fast_kernel() == cuda_backend.PACKED_KERNEL["fused_wgmma"]
+        assert full_path_copy() is None
         layout.register(packed, scales, paths=("fused_wgmma",))
-        packed[::5].bitwise_xor_(0x33)  # changed in place: the stale copy is not handed out
+        assert fast_kernel() == cuda_backend.FUSED_WGMMA_TILED_KERNEL
+        packed[::5].bitwise_xor_(0x33)  # changed in place: the stale copy is not read, by either path
+        monkeypatch.setattr(fast, "ENABLED", False)
         changed = _bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA))
         assert handed[-1] is None and not np.array_equal(changed, want)
+        monkeypatch.setattr(fast, "ENABLED", True)
+        assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), changed)
+        assert fast._plans[key].kernel == cuda_backend.PACKED_KERNEL["fused_wgmma"]
         out = torch.empty(200, n, dtype=torch.bfloat16, device="cuda")
         real(a, packed, scales, g, None, out)
         assert np.array_equal(changed, _bits(out))

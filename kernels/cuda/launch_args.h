@@ -26,11 +26,14 @@ struct Nvfp4LaunchArgs {
   int32_t splits;       // GEMV, fused: K splits; dequant vec8: chunks per thread (0 = automatic)
   int* counters;        // GEMV, fused: one zeroed int per tile for the in-launch split-K sum (or null)
   int32_t scale_bytes;  // kernel 5: the weight's scale-byte range lo | hi << 8, or 0 (nvfp4_launch_fused_tiled)
+  int32_t whole_tiles;  // kernels 6, 7: the fused_wgmma plan's tiles that take every K step (the rest split)
 };
 
 // 0: the GEMV, 1: vec8 dequant, 2: scalar dequant, 3: the fused tensor-core kernel, 4: an empty kernel
 // (the benchmark's host-time floor: what one launch through this entry costs), 5: the fused kernel
-// on tile-contiguous weights (packed and scales in nvfp4_launch_fused_tiled's layout).
+// on tile-contiguous weights (packed and scales in nvfp4_launch_fused_tiled's layout), 6: the
+// fused_wgmma kernel (nvfp4_launch_fused_wgmma; splits and whole_tiles are its plan), 7: the same on
+// fragment-ordered weights (nvfp4_launch_fused_wgmma_tiled).
 int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* args);
 int nvfp4_launch_args_size(void);
 

@@ -1,5 +1,5 @@
-// nvfp4_launch_packed: the launchers of gemv.cu, fused_mma.cu and dequant.cu behind one entry that takes
-// its arguments as a struct (launch_args.h), for the dispatcher's eager fast path.
+// nvfp4_launch_packed: the launchers of gemv.cu, fused_mma.cu, fused_wgmma.cu and dequant.cu behind one
+// entry that takes its arguments as a struct (launch_args.h), for the dispatcher's eager fast path.
 #include "launch_args.h"
 
 namespace {
@@ -22,6 +22,12 @@ int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, co
 int nvfp4_launch_fused_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                              void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
                              int32_t out_bf16, int32_t splits, cudaStream_t stream, int32_t scale_bytes);
+int nvfp4_launch_fused_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
+                             void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
+                             int32_t whole_tiles, int32_t splits, cudaStream_t stream);
+int nvfp4_launch_fused_wgmma_tiled(const void* a, const void* packed, const void* scales, const void* g,
+                                   const void* bias, void* out, float* workspace, int32_t m, int64_t n, int64_t k,
+                                   int32_t out_bf16, int32_t whole_tiles, int32_t splits, cudaStream_t stream);
 int nvfp4_launch_dequant_vec8(const void* packed, const void* scales, const void* g, void* out, int64_t n,
                               int64_t k, int32_t block_size, int32_t out_bf16, int32_t chunks_per_thread,
                               cudaStream_t stream);
@@ -53,6 +59,12 @@ int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* p) {
     case 5:
       return nvfp4_launch_fused_tiled(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->counters,
                                       p->m, p->n, p->k, p->out_bf16, p->splits, p->stream, p->scale_bytes);
+    case 6:
+      return nvfp4_launch_fused_wgmma(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->m, p->n,
+                                      p->k, p->out_bf16, p->whole_tiles, p->splits, p->stream);
+    case 7:
+      return nvfp4_launch_fused_wgmma_tiled(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->m,
+                                            p->n, p->k, p->out_bf16, p->whole_tiles, p->splits, p->stream);
     default:
       return static_cast<int>(cudaErrorInvalidValue);
   }
