@@ -256,13 +256,24 @@ def test_the_ctypes_launch_call_gives_the_extensions_bits(monkeypatch, name, m, 
     assert compare_bitwise(results["extension"], results["ctypes"])
 
 
-def test_split_calls_on_two_streams_each_get_their_own_workspace(monkeypatch):
+#: (M, policy, path) of calls on 1024 x 4096 whose kernels split K
+SPLIT_CALLS = [
+    pytest.param(1, LARGE, "fused_mma", id="fused_mma"),  # M = 1 on a layer too large for the GEMV
+    pytest.param(200, None, "fused_wgmma", id="fused_wgmma",
+                 marks=pytest.mark.skipif(not _HOPPER, reason="fused_wgmma's kernel needs sm_90")),
+]
+
+
+@pytest.mark.parametrize("m,policy,path", SPLIT_CALLS)
+def test_split_calls_on_two_streams_each_get_their_own_workspace(monkeypatch, m, policy, path):
     """A plan keeps the split-K workspace of the stream it last ran on; calls alternating between
     two streams (each its own workspace, or the kernels of one would overwrite the other's
     partials) give the bits of calls on one stream."""
     monkeypatch.setattr(fast, "ENABLED", True)
-    a, b, s, g, bias = operands(1, 1024, 4096, 16, torch.bfloat16, True, seed=9)  # a split fused call
-    want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=LARGE)
+    a, b, s, g, bias = operands(m, 1024, 4096, 16, torch.bfloat16, True, seed=9)  # a split fused call
+    with recording("path") as rec:
+        want = nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=policy)
+    assert rec.events[-1].event.path == path
     plan = next(p for p in fast._plans.values() if p.b_ref() is b)
     assert plan.workspace_floats > 0
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
@@ -271,7 +282,7 @@ def test_split_calls_on_two_streams_each_get_their_own_workspace(monkeypatch):
     outs = []
     for i in range(8):
         with torch.cuda.stream(streams[i % 2]):
-            outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=LARGE))
+            outs.append(nvfp4_kernels.nvfp4_matmul(a, b, s, g, 16, bias, policy=policy))
     torch.cuda.synchronize()
     assert all(compare_bitwise(out, want) for out in outs)
 
