@@ -229,6 +229,42 @@ def _newest_with_paths() -> tuple[Path, dict[str, Any]] | None:
     return max(found, key=lambda x: (x[1]["provenance"].get("date", ""), x[0].name)) if found else None
 
 
+def _paths_times(results: dict[str, Any]) -> dict[tuple[int, int], dict[int, dict[str, float]]]:
+    """(N, K) -> M -> path -> median us, from a run's "paths" rows (the dispatch paths only)."""
+    times: dict[tuple[int, int], dict[int, dict[str, float]]] = {}
+    for row in results["rows"]:
+        if row.get("section") == "paths" and row["kernel"] in ("gemv", "fused_mma", "fused_wgmma", "prefill"):
+            times.setdefault((row["N"], row["K"]), {}).setdefault(row["M"], {})[row["kernel"]] = row["median_us"]
+    return times
+
+
+def _measured_crossovers(times: dict[tuple[int, int], dict[int, dict[str, float]]]) -> tuple[int, int, int]:
+    """(gemv_max, fused_max, wgmma_max): the largest M up to which, at every measured M on every
+    shape, the GEMV is strictly fastest, then fused_mma is at least as fast as prefill and (where
+    the run timed it) fused_wgmma, then fused_wgmma is at least as fast as prefill. A path's
+    range ends at the first M where it loses on any shape; past M = 256 no fused path runs."""
+    inf = float("inf")
+    ms = sorted({m for per in times.values() for m in per})
+    gemv_max = 0
+    for m in ms:
+        if m > 8 or any("gemv" not in per[m] or per[m]["gemv"] >= min(v for k, v in per[m].items() if k != "gemv")
+                        for per in times.values()):
+            break
+        gemv_max = m
+    fused_max = gemv_max
+    for m in [m for m in ms if m > gemv_max]:
+        if m > 256 or any(per[m].get("fused_mma", inf) > min(per[m]["prefill"], per[m].get("fused_wgmma", inf))
+                          for per in times.values()):
+            break
+        fused_max = m
+    wgmma_max = fused_max
+    for m in [m for m in ms if m > fused_max]:
+        if m > 256 or any(per[m].get("fused_wgmma", inf) > per[m]["prefill"] for per in times.values()):
+            break
+        wgmma_max = m
+    return gemv_max, fused_max, wgmma_max
+
+
 def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
     """Issue #10: the dispatcher picks the fastest path at every M. Recomputed here from the rows
     of the newest run with a "paths" section (not read from its stored summary): the GEMV's
@@ -241,26 +277,34 @@ def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
     if found is None:
         pytest.skip("no committed benchmark run has a 'paths' section yet (python -m nvfp4_harness bench --only paths)")
     path, results = found
-    times: dict[tuple[int, int], dict[int, dict[str, float]]] = {}
-    for row in results["rows"]:
-        if row.get("section") == "paths" and row["kernel"] in ("gemv", "fused_mma", "prefill"):
-            times.setdefault((row["N"], row["K"]), {}).setdefault(row["M"], {})[row["kernel"]] = row["median_us"]
+    times = _paths_times(results)
     assert set(times) == {(17408, 5120), (5120, 17408)}, f"{path.name}: the sweep must cover both large shapes"
-    ms = sorted({m for per in times.values() for m in per})
-    gemv_max = 0
-    for m in ms:
-        if m > 8 or any("gemv" not in per[m] or per[m]["gemv"] >= min(v for k, v in per[m].items() if k != "gemv")
-                        for per in times.values()):
-            break
-        gemv_max = m
-    fused_max = gemv_max
-    for m in [m for m in ms if m > gemv_max]:
-        if m > 256 or any(per[m].get("fused_mma", float("inf")) > per[m]["prefill"] for per in times.values()):
-            break
-        fused_max = m
+    gemv_max, fused_max, _ = _measured_crossovers(times)
     policy_gemv_max = max(Policy().gemv_max_m_for(n, k) for n, k in times)
     assert (policy_gemv_max, Policy().fused_max_m) == (gemv_max, fused_max), (
         f"{path.name} measured GEMV fastest up to M = {gemv_max} and fused_mma up to M = {fused_max}; "
+        f"set Policy's defaults to them (kernels/model.py)")
+
+
+def test_the_fused_wgmma_range_is_the_committed_measured_crossover() -> None:
+    """The same for the Hopper path: in the newest committed run whose "paths" section timed
+    fused_wgmma (benchmarks/results/, or a bench-*.json of benchmarks/experiments/ made on the
+    kernel that was merged), fused_mma is fastest up to Policy().fused_max_m and fused_wgmma from
+    there up to Policy().wgmma_max_m, on both large shapes."""
+    from nvfp4_kernels.model import Policy
+
+    runs = [(p, _load(p)) for p in FILES + sorted((REPO / "benchmarks" / "experiments").glob("bench-*.json"))]
+    runs = [(p, r) for p, r in runs
+            if any(row.get("section") == "paths" and row["kernel"] == "fused_wgmma" for row in r.get("rows", []))]
+    if not runs:
+        pytest.skip("no committed run timed fused_wgmma in its 'paths' section yet")
+    path, results = max(runs, key=lambda x: (x[1]["provenance"].get("date", ""), x[0].name))
+    assert results["provenance"]["gpu"].startswith("NVIDIA H"), f"{path.name}: fused_wgmma runs on Hopper"
+    times = _paths_times(results)
+    assert set(times) == {(17408, 5120), (5120, 17408)}, f"{path.name}: the sweep must cover both large shapes"
+    _, fused_max, wgmma_max = _measured_crossovers(times)
+    assert (Policy().fused_max_m, Policy().wgmma_max_m) == (fused_max, wgmma_max), (
+        f"{path.name} measured fused_mma fastest up to M = {fused_max} and fused_wgmma up to M = {wgmma_max}; "
         f"set Policy's defaults to them (kernels/model.py)")
 
 
