@@ -568,19 +568,25 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     if not (0 <= whole <= tiles and 1 <= splits <= steps and -(-steps // -(-steps // splits)) == splits):
         raise ValueError(f"plan must be (whole_tiles in [0, {tiles}], splits in [1, {steps}] with equal non-empty "
                          f"ranges of ceil({steps} / splits) steps), got {plan!r}")
-    floats = fused_wgmma_workspace_floats(m, n, plan)
-    workspace = splitk_buffers(index, _stream(out), floats, 0)[0] if floats else None
     lib = _lib if _lib is not None else load_library()
-    a_ptr, p_ptr, s_ptr = _aligned(a, 16).data_ptr(), _aligned(packed, 16).data_ptr(), _aligned(scales, 8).data_ptr()
+    # Every buffer the launch reads or writes is held by a name until the launch is enqueued: an
+    # aligned copy or a workspace dropped after taking its address goes back to the caching
+    # allocator, and the next allocation here (another copy; inside a CUDA graph capture, any
+    # workspace) could be handed the same memory.
+    a_, packed_, scales_ = _aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8)
+    floats = fused_wgmma_workspace_floats(m, n, plan)
+    workspace = gemv_workspace(index, _stream(out), floats) if floats else None
+    workspace_ptr = None if workspace is None else workspace.data_ptr()
     bias_ptr = None if bias is None else bias.data_ptr()
     if mma_order:
         act = byte_workspace(index, _stream(out), 2 * k * lib.nvfp4_fused_wgmma_act_rows(m))
-        err = lib.nvfp4_launch_fused_wgmma_mma_order(a_ptr, act.data_ptr(), p_ptr, s_ptr, g.data_ptr(), bias_ptr,
-                                                     out.data_ptr(), workspace, m, n, k, bf16, whole, splits,
+        err = lib.nvfp4_launch_fused_wgmma_mma_order(a_.data_ptr(), act.data_ptr(), packed_.data_ptr(),
+                                                     scales_.data_ptr(), g.data_ptr(), bias_ptr, out.data_ptr(),
+                                                     workspace_ptr, m, n, k, bf16, whole, splits,
                                                      int(tiled is not None), _stream(out))
     else:
-        err = getattr(lib, launch_name)(a_ptr, p_ptr, s_ptr, g.data_ptr(), bias_ptr, out.data_ptr(), workspace, m, n,
-                                        k, bf16, whole, splits, _stream(out))
+        err = getattr(lib, launch_name)(a_.data_ptr(), packed_.data_ptr(), scales_.data_ptr(), g.data_ptr(), bias_ptr,
+                                        out.data_ptr(), workspace_ptr, m, n, k, bf16, whole, splits, _stream(out))
     if err:
         _check(err, KERNEL_NAMES["fused_wgmma"])
 

@@ -393,3 +393,44 @@ def test_a_bad_fragment_ordered_copy_is_refused() -> None:
         a.data_ptr(), frag[0].data_ptr(), frag[1].data_ptr(), g.data_ptr(), None, out.data_ptr(), None, 257, 200,
         1024, 1, 2, 1, torch.cuda.current_stream().cuda_stream)
     assert err == 1
+
+
+def _misaligned_copy(x: torch.Tensor, offset: int) -> torch.Tensor:
+    """``x``'s values in a view ``offset`` bytes past an aligned allocation (contiguous)."""
+    flat = torch.empty(x.numel() * x.element_size() + offset, dtype=torch.uint8, device=x.device)
+    view = flat[offset:].view(x.dtype).view(x.shape)
+    view.copy_(x)
+    return view
+
+
+@needs_hopper
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "graph"])
+def test_fused_wgmma_on_misaligned_views_gives_the_aligned_bits(captured: bool) -> None:
+    """The launch takes aligned copies of misaligned operands (A and the weights here, with a plan
+    that splits K, so a workspace too). Each must still be held when the kernel is enqueued: a copy
+    dropped after taking its address goes back to the caching allocator, which may hand its memory
+    to the next copy, or inside a graph capture to the workspace."""
+    n, k, m = 1000, 2048, 200
+    packed, scales, g = _weights(n, k, 21)
+    a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    assert cuda_backend.fused_wgmma_workspace_floats(m, n, cuda_backend.fused_wgmma_plan(n, k, 0)) > 0
+    want = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    cuda_backend.fused_wgmma(a, packed, scales, g, None, want)
+    a_v, p_v, s_v = _misaligned_copy(a, 2), _misaligned_copy(packed, 1), _misaligned_copy(scales, 1)
+    assert a_v.data_ptr() % 16 and p_v.data_ptr() % 16 and s_v.data_ptr() % 8
+    got = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    if not captured:
+        cuda_backend.fused_wgmma(a_v, p_v, s_v, g, None, got)
+    else:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            cuda_backend.fused_wgmma(a_v, p_v, s_v, g, None, got)  # warm-up outside the capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            cuda_backend.fused_wgmma(a_v, p_v, s_v, g, None, got)
+        got.fill_(float("nan"))
+        graph.replay()
+    torch.cuda.synchronize()
+    assert np.array_equal(_bits(got), _bits(want))
