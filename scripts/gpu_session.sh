@@ -107,7 +107,7 @@ fi
 if wants host; then
   step "bench --only host"
   python3 -m nvfp4_harness bench --only host --out benchmarks/results --git-commit "$commit" 2>&1 \
-    | tee "$OUT/bench.log" | tail -25 || status=1
+    | tee "$OUT/bench-host.log" | tail -25 || status=1
   step "host profile of one decode call"
   python3 scripts/host_profile.py 1 17408 5120 2>&1 | head -45 > "$OUT/host-profile.txt"; head -30 "$OUT/host-profile.txt"
   tar czf "$OUT/host.tgz" benchmarks/results
