@@ -48,7 +48,7 @@ _CPU_KERNELS = {
 _CUDA_KERNELS = {
     ("matmul", "gemv"): ("nvfp4_gemv_kernel",),
     ("matmul", "fused_mma"): ("nvfp4_fused_mma_kernel",),
-    ("matmul", "fused_wgmma"): ("nvfp4_fused_wgmma_kernel",),
+    ("matmul", "fused_wgmma"): ("nvfp4_wgmma_permute_act_kernel", "nvfp4_fused_wgmma_kernel"),
     ("matmul", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel", "cuBLAS GEMM"),
     ("matmul", "prefill_scalar"): ("nvfp4_dequant_scalar_kernel", "cuBLAS GEMM"),
     ("dequantize", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel",),
