@@ -762,6 +762,19 @@ def splitk_buffers(device_index: int, stream: int, floats: int, count: int) -> t
     return workspace, splitk_counters(device_index, stream, count).data_ptr()
 
 
+def capture_workspaces(device_index: int, floats: int, nbytes: int) -> tuple[int, int]:
+    """Inside a CUDA graph capture, for fused_wgmma in fused_mma's K order on the fast path: the
+    addresses of a split-K workspace of ``floats`` fp32 and of ``nbytes`` for the permuted
+    activations, both in one allocation from the graph's pool. Two allocations would not do: the
+    fast path keeps addresses, not tensors, so the first, dropped, could be handed out again as
+    the second."""
+    import torch
+
+    offset = -(-4 * floats // 256) * 256  # the activations 256-byte aligned after the partials
+    buf = torch.empty(offset + nbytes, dtype=torch.uint8, device=torch.device("cuda", device_index))
+    return buf.data_ptr(), buf.data_ptr() + offset
+
+
 def splitk_counters(device_index: int, stream: int, count: int) -> Any:
     """At least ``count`` int32 counters, all 0, for the fused kernel's last-block split-K sum,
     kept per (device, stream). Every launch that uses them leaves them at 0 again, and launches on

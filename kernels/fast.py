@@ -160,10 +160,9 @@ class Plan:
         order, and every launch leaves its counters at 0). Inside a capture the workspaces come
         from the graph's pool and there are no counters (cuda_backend.splitk_buffers)."""
         if _capturing():
-            workspace, counters = cuda_backend.splitk_buffers(index, stream, self.workspace_floats, self.counter_count)
             if self.act_bytes:
-                counters = cuda_backend.byte_workspace(index, stream, self.act_bytes).data_ptr()
-            return workspace, counters
+                return cuda_backend.capture_workspaces(index, self.workspace_floats, self.act_bytes)
+            return cuda_backend.splitk_buffers(index, stream, self.workspace_floats, self.counter_count)
         workspace = cuda_backend.gemv_workspace(index, stream, self.workspace_floats)
         if self.act_bytes:
             counters = cuda_backend.byte_workspace(index, stream, self.act_bytes)
