@@ -79,14 +79,21 @@ class LaunchArgs(ctypes.Structure):
 
 
 #: the ``kernel`` argument of nvfp4_launch_packed per path
-PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3, "fused_wgmma": 6}
+PACKED_KERNEL = {"gemv": 0, "prefill_vec8": 1, "prefill_scalar": 2, "fused_mma": 3, "fused_wgmma": 8}
 #: nvfp4_launch_packed's fused kernel on tile-contiguous weights (nvfp4_kernels.layout)
 FUSED_TILED_KERNEL = 5
-#: nvfp4_launch_packed's fused_wgmma kernel on fragment-ordered weights (nvfp4_kernels.layout)
-FUSED_WGMMA_TILED_KERNEL = 7
+#: nvfp4_launch_packed's fused_wgmma kernel on the same tile-contiguous copy (in fused_mma's K order)
+FUSED_WGMMA_TILED_KERNEL = 9
+#: the packed kernels whose ``counters`` word carries the permuted activations' workspace
+#: (fused_wgmma in fused_mma's K order: :func:`fused_wgmma_act_bytes`)
+ACT_WORKSPACE_KERNELS = frozenset((PACKED_KERNEL["fused_wgmma"], FUSED_WGMMA_TILED_KERNEL))
+#: nvfp4_launch_packed's fused_wgmma kernels in the natural K order (row-major, fragment-ordered
+#: weights): in the entry beside the dispatcher's, not launched by it
+FUSED_WGMMA_NATURAL_KERNELS = (6, 7)
 #: the path each packed kernel serves (for error messages)
 _PACKED_KERNEL_PATH = {**{i: p for p, i in PACKED_KERNEL.items()}, FUSED_TILED_KERNEL: "fused_mma",
-                       FUSED_WGMMA_TILED_KERNEL: "fused_wgmma"}
+                       FUSED_WGMMA_TILED_KERNEL: "fused_wgmma",
+                       **{i: "fused_wgmma" for i in FUSED_WGMMA_NATURAL_KERNELS}}
 #: nvfp4_launch_packed's empty kernel (the fused kernel's parameter list, no work): the benchmark's
 #: host-time floor, what one launch through the same call costs on the machine at hand
 EMPTY_KERNEL = 4
@@ -505,6 +512,13 @@ def fused_wgmma_workspace_floats(m: int, n: int, plan: tuple[int, int]) -> int:
     return splits * m * rest if splits > 1 and rest > 0 else 0
 
 
+def fused_wgmma_act_bytes(m: int, k: int) -> int:
+    """Bytes of the permuted activations a fused_wgmma launch in fused_mma's K order writes
+    before its kernel: whole activation tiles of ``k`` 2-byte values (the library's count)."""
+    lib = _lib if _lib is not None else load_library()
+    return 2 * k * int(lib.nvfp4_fused_wgmma_act_rows(m))
+
+
 def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
                 plan: tuple[int, int] | None = None, fragment_ordered: tuple[Any, ...] | None = None,
                 mma_order: bool = False, tiled: tuple[Any, ...] | None = None) -> None:
@@ -579,7 +593,7 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     workspace_ptr = None if workspace is None else workspace.data_ptr()
     bias_ptr = None if bias is None else bias.data_ptr()
     if mma_order:
-        act = byte_workspace(index, _stream(out), 2 * k * lib.nvfp4_fused_wgmma_act_rows(m))
+        act = byte_workspace(index, _stream(out), fused_wgmma_act_bytes(m, k))
         err = lib.nvfp4_launch_fused_wgmma_mma_order(a_.data_ptr(), act.data_ptr(), packed_.data_ptr(),
                                                      scales_.data_ptr(), g.data_ptr(), bias_ptr, out.data_ptr(),
                                                      workspace_ptr, m, n, k, bf16, whole, splits,
@@ -746,6 +760,19 @@ def splitk_buffers(device_index: int, stream: int, floats: int, count: int) -> t
     if not count or capture_checker()():
         return workspace, 0
     return workspace, splitk_counters(device_index, stream, count).data_ptr()
+
+
+def capture_workspaces(device_index: int, floats: int, nbytes: int) -> tuple[int, int]:
+    """Inside a CUDA graph capture, for fused_wgmma in fused_mma's K order on the fast path: the
+    addresses of a split-K workspace of ``floats`` fp32 and of ``nbytes`` for the permuted
+    activations, both in one allocation from the graph's pool. Two allocations would not do: the
+    fast path keeps addresses, not tensors, so the first, dropped, could be handed out again as
+    the second."""
+    import torch
+
+    offset = -(-4 * floats // 256) * 256  # the activations 256-byte aligned after the partials
+    buf = torch.empty(offset + nbytes, dtype=torch.uint8, device=torch.device("cuda", device_index))
+    return buf.data_ptr(), buf.data_ptr() + offset
 
 
 def splitk_counters(device_index: int, stream: int, count: int) -> Any:

@@ -48,7 +48,7 @@ _CPU_KERNELS = {
 _CUDA_KERNELS = {
     ("matmul", "gemv"): ("nvfp4_gemv_kernel",),
     ("matmul", "fused_mma"): ("nvfp4_fused_mma_kernel",),
-    ("matmul", "fused_wgmma"): ("nvfp4_fused_wgmma_kernel",),
+    ("matmul", "fused_wgmma"): ("nvfp4_wgmma_permute_act_kernel", "nvfp4_fused_wgmma_kernel"),
     ("matmul", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel", "cuBLAS GEMM"),
     ("matmul", "prefill_scalar"): ("nvfp4_dequant_scalar_kernel", "cuBLAS GEMM"),
     ("dequantize", "prefill_vec8"): ("nvfp4_dequant_vec8_kernel",),
@@ -571,9 +571,9 @@ def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: A
         from nvfp4_kernels import layout
 
         y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
-        # a weight registered with its fragment-ordered copy (nvfp4_kernels.layout.register)
-        frag = layout.registered(b, weight_scale, "fused_wgmma") if b_dev is b and s_dev is weight_scale else None
-        cuda_backend.fused_wgmma(a_dev, b_dev, s_dev, g_dev, bias_dev, y, fragment_ordered=frag)
+        # in fused_mma's K order, on a registered weight's tile-contiguous copy (nvfp4_kernels.layout.register)
+        tiled = layout.registered(b, weight_scale, "fused_wgmma") if b_dev is b and s_dev is weight_scale else None
+        cuda_backend.fused_wgmma(a_dev, b_dev, s_dev, g_dev, bias_dev, y, mma_order=True, tiled=tiled)
     elif path in ("prefill_vec8", "prefill_scalar"):
         scratch = torch.empty((n, k), dtype=a_dev.dtype, device=device)
         cuda_backend.dequantize(path, b_dev, s_dev, g_dev, block_size, scratch)

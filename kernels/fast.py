@@ -57,7 +57,7 @@ class Plan:
                  "splits", "workspace_floats", "counter_count", "device_index", "out_shape", "reshape", "b_ref",
                  "b_ptr", "scales_ref", "scales_ptr", "g_ref", "g_value", "g_ptr", "bias_ref", "bias_ptr", "template",
                  "per_thread", "launch", "stream_of", "a_dtype", "event", "weights_aligned", "versions", "shapes",
-                 "split_buffers", "tiled", "whole_tiles", "__weakref__")
+                 "split_buffers", "tiled", "whole_tiles", "act_bytes", "buffers", "__weakref__")
 
     def __init__(self, torch: Any, prepared: Any, policy: Policy, b: Any, scales: Any, g: Any, bias: Any,
                  g_ptr: int) -> None:
@@ -104,6 +104,12 @@ class Plan:
             self.counter_count = cuda_backend.gemv_tiles(problem.n)
         else:
             self.counter_count = 0
+        #: fused_wgmma in fused_mma's K order: the bytes of its permuted activations, a per-stream
+        #: workspace whose address rides in the counters' word (which that kernel has no use for)
+        self.act_bytes = (cuda_backend.fused_wgmma_act_bytes(problem.m, problem.k)
+                          if self.kernel in cuda_backend.ACT_WORKSPACE_KERNELS else 0)
+        #: whether a launch needs per-stream buffers (split_buffers_for)
+        self.buffers = bool(self.workspace_floats or self.act_bytes)
         self.out_shape = prepared.lead + (problem.n,)
         self.reshape = self.out_shape != (problem.m, problem.n)
         self.b_ref, self.b_ptr = weakref.ref(b), b.data_ptr()
@@ -146,16 +152,22 @@ class Plan:
 
     def split_buffers_for(self, index: int, stream: int) -> tuple[int, int]:
         """The addresses of a split-K workspace and of the last-block sum's zeroed counters (0
-        when the plan sums with the finalize kernel) for a launch on ``stream``: cuda_backend's
+        when the plan sums with the finalize kernel; for fused_wgmma in fused_mma's K order, its
+        permuted activations' workspace instead) for a launch on ``stream``: cuda_backend's
         per-stream buffers. Outside a CUDA graph capture the plan keeps them, so the next call on
         the same stream skips the lookups; the plan's references keep them alive even if
         cuda_backend replaces them by larger ones (both then serve launches on that one stream, in
-        order, and every launch leaves its counters at 0). Inside a capture the workspace comes
+        order, and every launch leaves its counters at 0). Inside a capture the workspaces come
         from the graph's pool and there are no counters (cuda_backend.splitk_buffers)."""
         if _capturing():
+            if self.act_bytes:
+                return cuda_backend.capture_workspaces(index, self.workspace_floats, self.act_bytes)
             return cuda_backend.splitk_buffers(index, stream, self.workspace_floats, self.counter_count)
         workspace = cuda_backend.gemv_workspace(index, stream, self.workspace_floats)
-        counters = cuda_backend.splitk_counters(index, stream, self.counter_count) if self.counter_count else None
+        if self.act_bytes:
+            counters = cuda_backend.byte_workspace(index, stream, self.act_bytes)
+        else:
+            counters = cuda_backend.splitk_counters(index, stream, self.counter_count) if self.counter_count else None
         found = (stream, workspace.data_ptr(), 0 if counters is None else counters.data_ptr(), (workspace, counters))
         self.split_buffers = found
         return found[1], found[2]
@@ -220,7 +232,7 @@ def matmul(torch: Any, a: Any, b: Any, scales: Any, g: Any, block_size: Any, bia
             return MISS  # the weight's tiled copy is gone (see Plan)
         out = a.new_empty(plan.m, plan.n)  # the varargs form costs ~0.7 us less than a shape tuple
         workspace = counters = 0
-        if plan.workspace_floats:
+        if plan.buffers:
             cached = plan.split_buffers  # one read: the stream and its buffers together
             if cached[0] == stream and not _capturing():
                 workspace, counters = cached[1], cached[2]

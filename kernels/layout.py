@@ -305,34 +305,32 @@ def check_scale_bytes(scale_bytes: Any) -> int:
 
 #: the paths whose kernels read a registered weight's own copy, and the layout each reads
 REGISTERED_PATHS: dict[str, str] = {"fused_mma": "tile-contiguous (tile_weights)",
-                                    "fused_wgmma": "fragment-ordered (wgmma_weights)"}
+                                    "fused_wgmma": "tile-contiguous (tile_weights), read in fused_mma's K order"}
 
 
 @dataclass
 class _Entry:
     """A registered weight: weak references to the row-major pair, what identified it when it was
-    copied, the range of its scale bytes, and the copies kept for it: the tile-contiguous packed
-    codes (fused_mma), the fragment-ordered ones (fused_wgmma), each None where not kept, and the
-    tile-contiguous scale bytes both layouts share."""
+    copied, the range of its scale bytes, the paths it was registered for and its one
+    tile-contiguous copy (codes and scale bytes), which both fused paths read."""
 
     b_ref: Any
     scales_ref: Any
     stamp: tuple
-    packed_tiles: Any | None
-    packed_frag: Any | None
+    paths: tuple[str, ...]
+    packed_tiles: Any
     scales_tiles: Any
     scale_bytes: int
 
     def copy_for(self, path: str) -> TiledWeight | None:
-        packed = self.packed_tiles if path == "fused_mma" else self.packed_frag
-        return None if packed is None else TiledWeight(packed, self.scales_tiles, self.scale_bytes)
+        return TiledWeight(self.packed_tiles, self.scales_tiles, self.scale_bytes) if path in self.paths else None
 
 
 class TiledWeight(NamedTuple):
-    """What :func:`registered` hands out: a path's copy of the packed codes, the tile-contiguous
-    scale bytes and the weight's scale-byte range (:func:`scale_byte_range`), in the order
-    :func:`nvfp4_kernels.cuda_backend.fused_mma` takes as its ``tiled`` argument
-    (:func:`nvfp4_kernels.cuda_backend.fused_wgmma` takes the first two as ``fragment_ordered``)."""
+    """What :func:`registered` hands out: the tile-contiguous packed codes and scale bytes and the
+    weight's scale-byte range (:func:`scale_byte_range`), in the order
+    :func:`nvfp4_kernels.cuda_backend.fused_mma` and :func:`nvfp4_kernels.cuda_backend.fused_wgmma`
+    take as their ``tiled`` argument."""
 
     packed: Any
     scales: Any
@@ -376,10 +374,10 @@ def default_paths(device: Any) -> tuple[str, ...]:
 
 
 class Registration(NamedTuple):
-    """What :func:`register` kept for a weight: the paths that now read their own copy, and the
-    bytes those copies take on the weight's device beside the weight itself (each path's packed
-    codes, plus one tile-contiguous copy of the scale bytes that they share, rows padded to whole
-    64-row tiles)."""
+    """What :func:`register` kept for a weight: the paths that now read the registered copy, and the
+    bytes it takes on the weight's device beside the weight itself (one tile-contiguous copy of
+    the packed codes and of the scale bytes, rows padded to whole 64-row tiles, whichever paths
+    read it)."""
 
     paths: tuple[str, ...]
     extra_bytes: int
@@ -390,8 +388,8 @@ def register(b: Any, weight_scale: Any, paths: tuple[str, ...] | list[str] | Non
     device) once into the layout each of ``paths`` reads fastest (:data:`REGISTERED_PATHS`), so
     that the dispatcher hands that path the copy for this weight: the same bits, a faster weight
     stream. ``paths`` defaults to :func:`default_paths` for the weight's device (on an H200 both
-    fused paths). Memory: each path's copy costs the packed bytes once more (N K / 2), and the
-    scale bytes (N K / 16) are copied once for all of them; register fewer paths to keep less.
+    fused paths, which read the same tile-contiguous copy). Memory: the packed bytes once more
+    (N K / 2) and the scale bytes once more (N K / 16), however many paths read them.
     Registering again replaces the copies (after an in-place change, or to change the paths).
     Returns the paths and the bytes kept (:class:`Registration`)."""
     import torch
@@ -410,18 +408,15 @@ def register(b: Any, weight_scale: Any, paths: tuple[str, ...] | list[str] | Non
                          f"registered copy), got {paths!r}")
     b_c, s_c = b.contiguous(), weight_scale.contiguous()
     _check(b_c, s_c)
-    packed_tiles = _tiled_codes(b_c) if "fused_mma" in chosen else None
-    packed_frag = _fragment_codes(b_c) if "fused_wgmma" in chosen else None
-    scales_tiles = _tiled_scales(s_c)  # one copy, shared by both layouts
+    packed_tiles, scales_tiles = _tiled_codes(b_c), _tiled_scales(s_c)  # one copy, read by every path
+    kept_paths = tuple(p for p in REGISTERED_PATHS if p in chosen)
     key = id(b)
     entry = _Entry(weakref.ref(b, lambda _ref, key=key: _forget(key)), weakref.ref(weight_scale),
-                   _stamp(b, weight_scale), packed_tiles, packed_frag, scales_tiles, scale_byte_range(s_c))
+                   _stamp(b, weight_scale), kept_paths, packed_tiles, scales_tiles, scale_byte_range(s_c))
     with _lock:
         _registry[key] = entry
     _forget_plans(b)
-    kept = [x for x in (packed_tiles, packed_frag, scales_tiles) if x is not None]
-    return Registration(tuple(p for p in REGISTERED_PATHS if p in chosen),
-                        sum(int(x.numel()) * x.element_size() for x in kept))
+    return Registration(kept_paths, sum(int(x.numel()) * x.element_size() for x in (packed_tiles, scales_tiles)))
 
 
 def _forget_plans(b: Any) -> None:

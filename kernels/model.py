@@ -183,7 +183,7 @@ MODEL = DispatchModel("nvfp4", [
     ]),
     PathSpec("fused_wgmma", "Hopper warpgroup tensor-core matmul for medium M: each packed weight read and decoded "
              "once, straight into the MMA's register operand", ops=("matmul",),
-             kernels=(r"nvfp4_fused_wgmma_kernel",), guards=[
+             kernels=(r"nvfp4_wgmma_permute_act_kernel", r"nvfp4_fused_wgmma_kernel"), guards=[
         Guard("m_in_range", "1 <= M <= policy.wgmma_max_m",
               lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.wgmma_max_m,
               detail=lambda p, d, pol: f"M={p.m}, wgmma_max_m={pol.wgmma_max_m}"),

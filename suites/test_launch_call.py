@@ -265,14 +265,17 @@ def _gpu_present() -> bool:
 
 @pytest.mark.skipif(_gpu_present(), reason="with a GPU the accepted calls would launch on made-up addresses; the GPU "
                                            "suites (test_fast_path.py) launch these kernels on real tensors")
-@pytest.mark.parametrize("kernel", [cuda_backend.PACKED_KERNEL["fused_wgmma"], cuda_backend.FUSED_WGMMA_TILED_KERNEL],
-                         ids=["row-major", "fragment-ordered"])
+@pytest.mark.parametrize("kernel", [*cuda_backend.FUSED_WGMMA_NATURAL_KERNELS,
+                                    cuda_backend.PACKED_KERNEL["fused_wgmma"], cuda_backend.FUSED_WGMMA_TILED_KERNEL],
+                         ids=["natural-row-major", "natural-fragment-ordered", "mma-order-row-major",
+                              "mma-order-tiled"])
 def test_the_packed_fused_wgmma_launch_reads_its_plan_from_the_words(kernel: int) -> None:
     """The fast path writes fused_wgmma's plan as the split count (beside out_bf16) and the whole
-    tiles (beside the scale-byte range). Without a GPU the library's own argument checks show
+    tiles (beside the scale-byte range), and in fused_mma's K order the permuted activations'
+    workspace in the counters' word. Without a GPU the library's own argument checks show
     what reached the launcher: a plan it refuses answers cudaErrorInvalidValue before any CUDA
     call, a plan it takes goes on to the CUDA runtime, which answers that there is no driver or
-    device. Each refusal below differs from an accepted plan in one of the two fields only."""
+    device. Each refusal below differs from an accepted plan in one field only."""
     from nvfp4_kernels.tiling import WGMMA_TILE_ROWS
 
     try:
@@ -282,8 +285,11 @@ def test_the_packed_fused_wgmma_launch_reads_its_plan_from_the_words(kernel: int
     tiles, steps = 8, 16
     n, k, m = tiles * WGMMA_TILE_ROWS - 24, 16 * 128, 200
 
-    def result(whole: int, splits: int, workspace: int) -> int:
+    act_ws = 0x70000 if kernel in cuda_backend.ACT_WORKSPACE_KERNELS else 0
+
+    def result(whole: int, splits: int, workspace: int, act: int | None = None) -> int:
         words = (ctypes.c_uint64 * WORDS)()
+        words[cuda_backend.ARG_COUNTERS] = act_ws if act is None else act
         for index, address in ((cuda_backend.ARG_A, 0x10000), (cuda_backend.ARG_PACKED, 0x20000),
                                (cuda_backend.ARG_SCALES, 0x30000), (cuda_backend.ARG_G, 0x40000),
                                (cuda_backend.ARG_OUT, 0x50000), (cuda_backend.ARG_WORKSPACE, workspace)):
@@ -304,3 +310,6 @@ def test_the_packed_fused_wgmma_launch_reads_its_plan_from_the_words(kernel: int
     assert result(tiles + 1, 2, 0x60000) == INVALID_VALUE  # more whole tiles than the weight has
     assert accepted(result(0, 4, 0x60000)) and result(0, 5, 0x60000) == INVALID_VALUE  # 16 steps: 4 ranges, not 5
     assert accepted(result(0, steps, 0x60000)) and result(0, steps + 1, 0x60000) == INVALID_VALUE
+    if act_ws:  # the permuted activations' workspace: required, and 16-byte aligned
+        assert result(0, 2, 0x60000, act=0) == INVALID_VALUE
+        assert result(0, 2, 0x60000, act=act_ws + 8) == INVALID_VALUE

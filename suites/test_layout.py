@@ -277,28 +277,27 @@ def test_wgmma_weights_refuses_what_tile_weights_refuses() -> None:
         layout.check_tiled(p[:, :1], s, 64, 256, made_by="wgmma_weights")
 
 
-def test_register_keeps_a_copy_for_each_path_it_is_told() -> None:
+def test_register_keeps_one_copy_for_the_paths_it_is_told() -> None:
     packed, scales = (torch.from_numpy(x) for x in _random(130, 384, 8))
     assert layout.default_paths(packed.device) == ("fused_mma",)  # fused_wgmma's kernel needs sm_90
     want_t = layout.tile_weights(packed, scales)
-    want_f = layout.wgmma_weights(packed, scales)
+    one_copy = 192 * 192 + 192 * 24  # 130 rows pad to 192: the codes (192 x 192 bytes) and the scales (192 x 24)
     try:
         got = layout.register(packed, scales, paths=("fused_wgmma", "fused_mma"))
-        # 130 rows pad to 192: two copies of the codes (192 x 192 bytes) and one of the scales (192 x 24)
-        assert got == layout.Registration(("fused_mma", "fused_wgmma"), 2 * 192 * 192 + 192 * 24)
+        assert got == layout.Registration(("fused_mma", "fused_wgmma"), one_copy)
         mma, wgmma = layout.registered(packed, scales), layout.registered(packed, scales, "fused_wgmma")
-        assert torch.equal(mma.packed, want_t[0]) and torch.equal(wgmma.packed, want_f[0])
-        assert wgmma.scales is mma.scales and torch.equal(mma.scales, want_t[1])  # one copy of the scale bytes
+        assert torch.equal(mma.packed, want_t[0]) and wgmma.packed is mma.packed  # both paths read one copy
+        assert wgmma.scales is mma.scales and torch.equal(mma.scales, want_t[1])
         assert wgmma.scale_bytes == mma.scale_bytes == layout.scale_byte_range(scales)
         assert layout.register(packed, scales, paths=["fused_wgmma"]) == layout.Registration(
-            ("fused_wgmma",), 192 * 192 + 192 * 24)  # registering again replaces the copies
+            ("fused_wgmma",), one_copy)  # registering again replaces the copy and its paths
         assert layout.registered(packed, scales) is None
-        assert torch.equal(layout.registered(packed, scales, "fused_wgmma").packed, want_f[0])
+        assert torch.equal(layout.registered(packed, scales, "fused_wgmma").packed, want_t[0])
         layout.register(packed, scales)  # the default on the CPU: fused_mma only
         assert layout.registered(packed, scales, "fused_wgmma") is None
         assert torch.equal(layout.registered(packed, scales).packed, want_t[0])
-        packed.add_(1)  # changed in place: every copy is stale
-        assert layout.registered(packed, scales, "fused_wgmma") is None
+        packed.add_(1)  # changed in place: the copy is stale
+        assert layout.registered(packed, scales) is None
     finally:
         layout.unregister(packed)
     with pytest.raises(ValueError, match=r"paths must name one or more of \['fused_mma', 'fused_wgmma'\]"):

@@ -348,7 +348,7 @@ def test_the_dispatcher_hands_fused_wgmma_its_registered_copy(monkeypatch: pytes
         return handed[-1]
 
     monkeypatch.setattr(cuda_backend, "fused_wgmma",
-                        lambda *args, **kw: handed.append(kw.get("fragment_ordered")) or real(*args, **kw))
+                        lambda *args, **kw: handed.append(kw.get("tiled")) or real(*args, **kw))
     try:
         assert fast_kernel() == cuda_backend.PACKED_KERNEL["fused_wgmma"]
         layout.register(packed, scales)  # on an H200 the default keeps fused_wgmma's copy
@@ -370,7 +370,7 @@ def test_the_dispatcher_hands_fused_wgmma_its_registered_copy(monkeypatch: pytes
         assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), changed)
         assert fast._plans[key].kernel == cuda_backend.PACKED_KERNEL["fused_wgmma"]
         out = torch.empty(200, n, dtype=torch.bfloat16, device="cuda")
-        real(a, packed, scales, g, None, out)
+        real(a, packed, scales, g, None, out, mma_order=True)  # the dispatcher's launch on the row-major weight
         assert np.array_equal(changed, _bits(out))
     finally:
         layout.unregister(packed)

@@ -449,21 +449,21 @@ class Runner:
             kernel, section, ops, a, 0x7FC7 if tiled is None else 0x7FC8,
             lambda out: self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled), splits=splits)
 
-    def wgmma_row(self, ops: Operands, a: Any, section: str, fragment_ordered: tuple[Any, ...] | None = None) -> None:
-        """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), with the plan the
-        dispatcher uses (nvfp4_kernels.tiling.wgmma_plan). With ``fragment_ordered``
-        (nvfp4_kernels.layout.wgmma_weights of the operands, what ``layout.register`` gives the
-        dispatcher for this path, made once before the rows) it reads that copy: kernel
+    def wgmma_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, ...] | None = None) -> None:
+        """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), as the dispatcher launches
+        it (fused_mma's K order, nvfp4_kernels.tiling.wgmma_plan's plan). With ``tiled``
+        (nvfp4_kernels.layout.tiled_weight of the operands, what ``layout.register`` gives the
+        dispatcher for both fused paths, made once before the rows) it reads that copy: kernel
         ``fused_wgmma_tiled``, the same plan and bits."""
         from nvfp4_kernels.tiling import wgmma_plan
 
-        kernel = "fused_wgmma" if fragment_ordered is None else "fused_wgmma_tiled"
+        kernel = "fused_wgmma" if tiled is None else "fused_wgmma_tiled"
         plan = wgmma_plan(ops.n, ops.k, self.torch.cuda.get_device_properties(self.device).multi_processor_count) \
             if self.device == "cuda" else wgmma_plan(ops.n, ops.k)  # a dry run: the H200's plan
         self._fused_kernel_row(
-            kernel, section, ops, a, 0x7FC9 if fragment_ordered is None else 0x7FCA,
-            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out,
-                                                 fragment_ordered=fragment_ordered), plan=list(plan))
+            kernel, section, ops, a, 0x7FC9 if tiled is None else 0x7FCA,
+            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, mma_order=True,
+                                                 tiled=tiled), plan=list(plan))
 
     def _wgmma_runs_here(self) -> bool:
         """fused_wgmma's kernel is built for sm_90a only (its arch_sm90 guard); a dry run on the
@@ -481,7 +481,6 @@ class Runner:
         ops = self.operands(n, k)
         tiled = layout.tiled_weight(ops.packed, ops.scales) if k % layout.STEP_K == 0 else None
         wgmma_here = k % 128 == 0 and self._wgmma_runs_here()
-        fragment_ordered = layout.wgmma_weights(ops.packed, ops.scales) if wgmma_here else None
         a_all = self.torch.randn(max(ms), k, dtype=self.dtype, device=self.device)
         for m in ms:
             if m <= GEMV_KERNEL_MAX_M:
@@ -494,7 +493,8 @@ class Runner:
                     self.fused_row(ops, a_all[:m], section, tiled)
             if m <= WGMMA_KERNEL_MAX_M and wgmma_here:
                 self.wgmma_row(ops, a_all[:m], section)
-                self.wgmma_row(ops, a_all[:m], section, fragment_ordered)
+                if tiled is not None:
+                    self.wgmma_row(ops, a_all[:m], section, tiled)
             self.prefill_row(ops, a_all[:m], section)
 
     def cublas_row(self, ops: Operands, a: Any, section: str) -> None:

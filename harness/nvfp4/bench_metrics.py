@@ -19,8 +19,8 @@ DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_LAYERS = REPO_ROOT / "benchmarks" / "model_27b_layers.json"
 
 #: fused_mma_tiled: the fused kernel on tile-contiguous weights (nvfp4_kernels.layout, registered once);
-#: fused_wgmma: the Hopper warpgroup kernel (kernels/cuda/fused_wgmma.cu) on the row-major weights;
-#: fused_wgmma_tiled: the same kernel on fragment-ordered weights (nvfp4_kernels.layout, registered once)
+#: fused_wgmma: the Hopper warpgroup kernel (kernels/cuda/fused_wgmma.cu, in fused_mma's K order) on the
+#: row-major weights; fused_wgmma_tiled: the same kernel on the tile-contiguous copy (registered once)
 KERNELS = ("dequant_scalar", "dequant_vec8", "torch_compile_dequant", "gemv", "fused_mma", "fused_mma_tiled",
            "fused_wgmma", "fused_wgmma_tiled", "cublas_bf16", "prefill", "copy")
 #: the matmul kernels that read the packed weights once (no bf16 copy of them)

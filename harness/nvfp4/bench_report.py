@@ -148,7 +148,7 @@ PATH_TARGETS: tuple[tuple[int, str, float], ...] = ((1, "copy", 0.80), (16, "cop
 
 #: a fused path's bench kernel -> (the kernel's row on the weights registered for it, the layout)
 REGISTERED_KERNELS: dict[str, tuple[str, str]] = {"fused_mma": ("fused_mma_tiled", "tile-contiguous"),
-                                                  "fused_wgmma": ("fused_wgmma_tiled", "fragment-ordered")}
+                                                  "fused_wgmma": ("fused_wgmma_tiled", "tile-contiguous")}
 
 
 def chosen_path_row(rows: Sequence[dict[str, Any]], n: int, k: int, m: int, gemv_max_m: int,

@@ -262,8 +262,9 @@ def run_workload() -> None:
         layout.unregister(b_t)
     # fused_wgmma (Hopper only): a plan that splits both tiles in K (N = 200), and one with a wave of
     # whole tiles and a split partial one (N = 132 x 128 + 70); rows past M and N read nothing. Each
-    # on the row-major weights, then registered (the fragment-ordered copy, whose last 64-row tile
-    # at N = 200 is partly padding and whose 128-row block at N = 132 x 128 + 70 has no second tile)
+    # on the row-major weights, then registered (the tile-contiguous copy, whose last 64-row tile
+    # at N = 200 is partly padding and whose 128-row block at N = 132 x 128 + 70 has no second
+    # tile), both in fused_mma's K order after the activation permutation
     if torch.cuda.get_device_capability() == (9, 0):
         for n, k in ((200, 2048), (132 * 128 + 70, 256)):
             packed_w, scales_w, g_w = nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32), 16)

@@ -13,18 +13,17 @@ import torch
 from nvfp4_kernels import cuda_backend, layout
 
 #: (kernel, M, N, K): the shapes the performance targets are stated on; fused_mma_tiled is the
-#: fused kernel on tile-contiguous weights and fused_wgmma_tiled the Hopper kernel on
-#: fragment-ordered ones (nvfp4_kernels.layout), the launches after the row-major ones in the
-#: profile; fused_wgmma_mma_order is the Hopper kernel in fused_mma's K order on fused_mma's
-#: tile-contiguous copy (after its activation permutation; not yet the dispatcher's launch); the
-#: fused_wgmma runs need a Hopper GPU and are left out elsewhere
+#: fused kernel on tile-contiguous weights and fused_wgmma_tiled the Hopper kernel (in fused_mma's
+#: K order, after its activation permutation, as the dispatcher launches it) on the same copy
+#: (nvfp4_kernels.layout), the launches after the row-major ones in the profile; the fused_wgmma
+#: runs need a Hopper GPU and are left out elsewhere
 RUNS = (("prefill_vec8", 0, 17408, 5120), ("prefill_scalar", 0, 4096, 4096),
         ("gemv", 1, 17408, 5120), ("gemv", 8, 17408, 5120), ("gemv", 1, 5120, 17408),
         ("fused_mma", 1, 17408, 5120), ("fused_mma", 16, 17408, 5120), ("fused_mma", 64, 17408, 5120),
         ("fused_mma", 256, 17408, 5120), ("fused_mma_tiled", 1, 17408, 5120), ("fused_mma_tiled", 16, 17408, 5120),
         ("fused_wgmma", 256, 17408, 5120), ("fused_wgmma_tiled", 256, 17408, 5120),
-        ("fused_wgmma_tiled", 256, 5120, 17408), ("fused_wgmma_mma_order", 256, 17408, 5120))
-MATMULS = ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "fused_wgmma_tiled", "fused_wgmma_mma_order")
+        ("fused_wgmma_tiled", 256, 5120, 17408))
+MATMULS = ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "fused_wgmma_tiled")
 
 
 def main() -> None:
@@ -41,12 +40,9 @@ def main() -> None:
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             if kernel == "gemv":
                 cuda_backend.gemv(a, packed, scales, g, None, out)
-            elif kernel == "fused_wgmma_mma_order":
-                cuda_backend.fused_wgmma(a, packed, scales, g, None, out, mma_order=True,
-                                         tiled=layout.tiled_weight(packed, scales))
             elif kernel.startswith("fused_wgmma"):
-                frag = layout.wgmma_weights(packed, scales) if kernel == "fused_wgmma_tiled" else None
-                cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=frag)
+                tiled = layout.tiled_weight(packed, scales) if kernel == "fused_wgmma_tiled" else None
+                cuda_backend.fused_wgmma(a, packed, scales, g, None, out, mma_order=True, tiled=tiled)
             else:
                 tiled = layout.tiled_weight(packed, scales) if kernel == "fused_mma_tiled" else None
                 cuda_backend.fused_mma(a, packed, scales, g, None, out, tiled=tiled)

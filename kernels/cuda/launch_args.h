@@ -24,7 +24,8 @@ struct Nvfp4LaunchArgs {
   int32_t block_size;
   int32_t out_bf16;
   int32_t splits;       // GEMV, fused: K splits; dequant vec8: chunks per thread (0 = automatic)
-  int* counters;        // GEMV, fused: one zeroed int per tile for the in-launch split-K sum (or null)
+  int* counters;        // GEMV, fused: one zeroed int per tile for the in-launch split-K sum (or null);
+                        // kernels 8, 9: the workspace of the permuted activations (16-byte aligned)
   int32_t scale_bytes;  // kernel 5: the weight's scale-byte range lo | hi << 8, or 0 (nvfp4_launch_fused_tiled)
   int32_t whole_tiles;  // kernels 6, 7: the fused_wgmma plan's tiles that take every K step (the rest split)
 };
@@ -33,7 +34,9 @@ struct Nvfp4LaunchArgs {
 // (the benchmark's host-time floor: what one launch through this entry costs), 5: the fused kernel
 // on tile-contiguous weights (packed and scales in nvfp4_launch_fused_tiled's layout), 6: the
 // fused_wgmma kernel (nvfp4_launch_fused_wgmma; splits and whole_tiles are its plan), 7: the same on
-// fragment-ordered weights (nvfp4_launch_fused_wgmma_tiled).
+// fragment-ordered weights (nvfp4_launch_fused_wgmma_tiled), 8: the fused_wgmma kernel in fused_mma's K
+// order (nvfp4_launch_fused_wgmma_mma_order; its act_ws in `counters`), 9: the same on tile-contiguous
+// weights (its `tiled` form).
 int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* args);
 int nvfp4_launch_args_size(void);
 

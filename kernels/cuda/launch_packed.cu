@@ -28,6 +28,10 @@ int nvfp4_launch_fused_wgmma(const void* a, const void* packed, const void* scal
 int nvfp4_launch_fused_wgmma_tiled(const void* a, const void* packed, const void* scales, const void* g,
                                    const void* bias, void* out, float* workspace, int32_t m, int64_t n, int64_t k,
                                    int32_t out_bf16, int32_t whole_tiles, int32_t splits, cudaStream_t stream);
+int nvfp4_launch_fused_wgmma_mma_order(const void* a, void* act_ws, const void* packed, const void* scales,
+                                       const void* g, const void* bias, void* out, float* workspace, int32_t m,
+                                       int64_t n, int64_t k, int32_t out_bf16, int32_t whole_tiles, int32_t splits,
+                                       int32_t tiled, cudaStream_t stream);
 int nvfp4_launch_dequant_vec8(const void* packed, const void* scales, const void* g, void* out, int64_t n,
                               int64_t k, int32_t block_size, int32_t out_bf16, int32_t chunks_per_thread,
                               cudaStream_t stream);
@@ -65,6 +69,11 @@ int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* p) {
     case 7:
       return nvfp4_launch_fused_wgmma_tiled(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->m,
                                             p->n, p->k, p->out_bf16, p->whole_tiles, p->splits, p->stream);
+    case 8:
+    case 9:
+      return nvfp4_launch_fused_wgmma_mma_order(p->a, p->counters, p->packed, p->scales, p->g, p->bias, p->out,
+                                                p->workspace, p->m, p->n, p->k, p->out_bf16, p->whole_tiles,
+                                                p->splits, kernel == 9, p->stream);
     default:
       return static_cast<int>(cudaErrorInvalidValue);
   }
