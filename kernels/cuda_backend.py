@@ -533,8 +533,8 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     :func:`nvfp4_kernels.layout.registered` hands out for "fused_wgmma"); the kernel reads those
     instead, with the same bits (``packed`` and ``scales`` still give the shape and are checked).
 
-    ``mma_order``: the kernel in fused_mma's K order instead (not yet the dispatcher's launch;
-    benchmarks/NOTES.md, sixteenth session): each lane decodes 32 consecutive codes of a row and
+    ``mma_order``: the kernel in fused_mma's K order instead (what the dispatcher launches: it
+    measured faster at every M, benchmarks/NOTES.md, sixteenth and seventeenth sessions): each lane decodes 32 consecutive codes of a row and
     step, the activations are permuted to match by a kernel launched first (into a workspace kept
     per device and stream), and the bits are fused_mma's at the same K ranges. ``tiled``: then
     fused_mma's tile-contiguous copy (:func:`nvfp4_kernels.layout.tile_weights`, or what

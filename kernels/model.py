@@ -24,6 +24,10 @@ FUSED_K_MULTIPLE = 128
 #: the largest M the fused_wgmma kernel takes (kernels/cuda/fused_wgmma.cu: one block holds the
 #: activations of 256 rows, its warpgroup MMA's N)
 WGMMA_MAX_M = 256
+#: the smallest M the fused_wgmma path takes under the default policy: on the H200 fused_mma was
+#: fastest at every M up to 64 and fused_wgmma at M = 96 and above, on both large shapes
+#: (benchmarks/experiments/bench-paths-2026-12-05-ff37303.json; a CPU test holds it to the run)
+WGMMA_DEFAULT_MIN_M = 65
 #: the most weights (N * K) of a layer the decode GEMV takes under the default policy. On the
 #: H200, calls back to back and every call streaming its weights, the GEMV took at most 1.12x
 #: fused_mma's time at M = 1 and 8 on every layer of at most 2^24 weights timed (1024 x 1024 to
@@ -43,19 +47,22 @@ class Policy:
 
     ``gemv_max_m``: the largest M the decode GEMV takes (at most 8; 0 turns it off), on layers of
     at most ``gemv_max_weights`` weights (N * K; None: any layer). ``fused_max_m``: the largest M
-    the fused tensor-core path takes (at most 256); GEMV comes first in preference order, so the
-    fused path takes the M <= fused_max_m that the GEMV does not. The defaults are the crossovers
-    measured on the H200: the GEMV was within 12% of the fused path or faster at every M from 1 to
-    8 on every layer of at most 2^24 weights, the fused path within 6% of it on larger ones
-    (:data:`GEMV_DEFAULT_MAX_WEIGHTS`), so on the bench's two large shapes (89 M weights) the
-    fused path takes decode (BENCHMARKS.md, section "paths"; a
-    CPU test checks the committed runs); the fused path beat prefill up to M = 128 (with the
-    split model of nvfp4_kernels.tiling) and lost from M = 160 on.
-    ``wgmma_max_m``: the largest M the fused_wgmma path takes (at most 256; 0 turns it off); it
-    comes after fused_mma in preference order, so it takes the M <= wgmma_max_m that fused_mma
-    does not. On the H200 it beat prefill at every M from 128 to 256 on both large shapes and
-    fused_mma from M = 192 on, while fused_mma kept M <= 128 (benchmarks/NOTES.md, fourteenth
-    session).
+    the fused_mma path takes (at most 256); the GEMV (and, on Hopper, fused_wgmma) come first in
+    preference order, so fused_mma takes the M <= fused_max_m that they do not. The defaults are
+    the crossovers measured on the H200: the GEMV was within 12% of fused_mma or faster at every
+    M from 1 to 8 on every layer of at most 2^24 weights, fused_mma within 6% of it on larger ones
+    (:data:`GEMV_DEFAULT_MAX_WEIGHTS`), so on the bench's two large shapes (89 M weights)
+    fused_mma takes decode (BENCHMARKS.md, section "paths"; a CPU test checks the committed runs);
+    fused_mma beat prefill up to M = 128 (with the split model of nvfp4_kernels.tiling) and lost
+    from M = 160 on, which is its range on a GPU without fused_wgmma.
+    ``wgmma_min_m`` and ``wgmma_max_m``: the M range the fused_wgmma path takes (``wgmma_max_m``
+    at most 256; 0 turns it off). It comes before fused_mma in preference order but exists only
+    on Hopper, so on Hopper (and the CPU backend, which runs every path's algorithm) fused_mma
+    keeps gemv_max_m < M < wgmma_min_m and fused_wgmma takes wgmma_min_m..wgmma_max_m, while on
+    other GPUs fused_mma keeps its whole range up to ``fused_max_m``. On the H200, with
+    fused_wgmma walking K in fused_mma's order, fused_mma was fastest up to M = 64 and fused_wgmma
+    from M = 96 to 256 on both large shapes, ahead of prefill at every one of those M
+    (benchmarks/NOTES.md, seventeenth session; a CPU test recomputes both from the committed run).
     ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
     ``force_path``: take this path regardless of preference order, for A/B runs; its guards
     must still hold, otherwise the call raises instead of running a kernel out of its domain.
@@ -64,6 +71,7 @@ class Policy:
     gemv_max_m: int = 8
     gemv_max_weights: int | None = GEMV_DEFAULT_MAX_WEIGHTS
     fused_max_m: int = 128
+    wgmma_min_m: int = WGMMA_DEFAULT_MIN_M
     wgmma_max_m: int = WGMMA_MAX_M
     native_fp4_enabled: bool = True
     force_path: str | None = None
@@ -84,6 +92,11 @@ class Policy:
         if not 0 <= self.fused_max_m <= FUSED_MAX_M:
             raise InvalidArgument(f"Policy(fused_max_m=...) must be in [0, {FUSED_MAX_M}] (the fused kernel's "
                                   f"largest M tile range), got {self.fused_max_m}")
+        if isinstance(self.wgmma_min_m, bool) or not isinstance(self.wgmma_min_m, int):
+            raise InvalidArgument(f"Policy(wgmma_min_m=...) must be an int, got {self.wgmma_min_m!r}")
+        if not 1 <= self.wgmma_min_m <= WGMMA_MAX_M:
+            raise InvalidArgument(f"Policy(wgmma_min_m=...) must be in [1, {WGMMA_MAX_M}] (the smallest M "
+                                  f"fused_wgmma takes; wgmma_max_m=0 turns the path off), got {self.wgmma_min_m}")
         if isinstance(self.wgmma_max_m, bool) or not isinstance(self.wgmma_max_m, int):
             raise InvalidArgument(f"Policy(wgmma_max_m=...) must be an int, got {self.wgmma_max_m!r}")
         if not 0 <= self.wgmma_max_m <= WGMMA_MAX_M:
@@ -171,26 +184,26 @@ MODEL = DispatchModel("nvfp4", [
         Guard("n_mod_32", "N % 32 == 0", lambda p, d, pol: p.n % 32 == 0,
               detail=lambda p, d, pol: f"N={p.n}, N % 32 = {p.n % 32}"),
     ]),
-    PathSpec("fused_mma", "fused tensor-core matmul: packed weights read once per M tile, decoded in registers",
-             ops=("matmul",), kernels=(r"nvfp4_fused_mma_kernel",), guards=[
-        Guard("m_in_range", "1 <= M <= policy.fused_max_m",
-              lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.fused_max_m,
-              detail=lambda p, d, pol: f"M={p.m}, fused_max_m={pol.fused_max_m}"),
+    PathSpec("fused_wgmma", "Hopper warpgroup tensor-core matmul for medium M: each packed weight read and decoded "
+             "once, straight into the MMA's register operand", ops=("matmul",),
+             kernels=(r"nvfp4_wgmma_permute_act_kernel", r"nvfp4_fused_wgmma_kernel"), guards=[
+        Guard("m_in_range", "policy.wgmma_min_m <= M <= policy.wgmma_max_m",
+              lambda p, d, pol: p.m is not None and pol.wgmma_min_m <= p.m <= pol.wgmma_max_m,
+              detail=lambda p, d, pol: f"M={p.m}, wgmma_min_m={pol.wgmma_min_m}, wgmma_max_m={pol.wgmma_max_m}"),
+        Guard("arch_sm90", "a Hopper GPU (compute capability 9.0) or the CPU backend",
+              lambda p, d, pol: p.backend == "cpu" or d.sm == 90,
+              detail=lambda p, d, pol: f"backend {p.backend}, device {d.label}",
+              true_unreachable=_wgmma_arch_missing, false_unreachable=_wgmma_arch_always_holds),
         Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
               detail=lambda p, d, pol: f"block_size={p.block_size}"),
         Guard("k_mod_128", "K % 128 == 0", lambda p, d, pol: p.k % FUSED_K_MULTIPLE == 0,
               detail=lambda p, d, pol: f"K={p.k}, K % 128 = {p.k % FUSED_K_MULTIPLE}"),
     ]),
-    PathSpec("fused_wgmma", "Hopper warpgroup tensor-core matmul for medium M: each packed weight read and decoded "
-             "once, straight into the MMA's register operand", ops=("matmul",),
-             kernels=(r"nvfp4_wgmma_permute_act_kernel", r"nvfp4_fused_wgmma_kernel"), guards=[
-        Guard("m_in_range", "1 <= M <= policy.wgmma_max_m",
-              lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.wgmma_max_m,
-              detail=lambda p, d, pol: f"M={p.m}, wgmma_max_m={pol.wgmma_max_m}"),
-        Guard("arch_sm90", "a Hopper GPU (compute capability 9.0) or the CPU backend",
-              lambda p, d, pol: p.backend == "cpu" or d.sm == 90,
-              detail=lambda p, d, pol: f"backend {p.backend}, device {d.label}",
-              true_unreachable=_wgmma_arch_missing, false_unreachable=_wgmma_arch_always_holds),
+    PathSpec("fused_mma", "fused tensor-core matmul: packed weights read once per M tile, decoded in registers",
+             ops=("matmul",), kernels=(r"nvfp4_fused_mma_kernel",), guards=[
+        Guard("m_in_range", "1 <= M <= policy.fused_max_m",
+              lambda p, d, pol: p.m is not None and 1 <= p.m <= pol.fused_max_m,
+              detail=lambda p, d, pol: f"M={p.m}, fused_max_m={pol.fused_max_m}"),
         Guard("block_size_16", "block_size == 16", lambda p, d, pol: p.block_size == 16,
               detail=lambda p, d, pol: f"block_size={p.block_size}"),
         Guard("k_mod_128", "K % 128 == 0", lambda p, d, pol: p.k % FUSED_K_MULTIPLE == 0,

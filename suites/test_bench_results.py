@@ -238,31 +238,35 @@ def _paths_times(results: dict[str, Any]) -> dict[tuple[int, int], dict[int, dic
     return times
 
 
-def _measured_crossovers(times: dict[tuple[int, int], dict[int, dict[str, float]]]) -> tuple[int, int, int]:
-    """(gemv_max, fused_max, wgmma_max): the largest M up to which, at every measured M on every
-    shape, the GEMV is strictly fastest, then fused_mma is at least as fast as prefill and (where
-    the run timed it) fused_wgmma, then fused_wgmma is at least as fast as prefill. A path's
-    range ends at the first M where it loses on any shape; past M = 256 no fused path runs."""
+def _measured_crossovers(times: dict[tuple[int, int], dict[int, dict[str, float]]]) -> dict[str, int]:
+    """The ranges a sweep implies, each the largest M up to which, at every measured M on every
+    shape (and every M before it in the range), one path wins: "gemv" (strictly fastest, M <= 8),
+    "fused_vs_prefill" (fused_mma at least as fast as prefill above the GEMV: its range where
+    fused_wgmma does not run), "fused_best" (fused_mma at least as fast as prefill and, where the
+    run timed it, fused_wgmma) and "wgmma" (above fused_best, fused_wgmma at least as fast as
+    prefill and fused_mma). No fused path runs past M = 256."""
     inf = float("inf")
     ms = sorted({m for per in times.values() for m in per})
-    gemv_max = 0
+
+    def last(start: int, wins: Any) -> int:
+        end = start
+        for m in [m for m in ms if m > start]:
+            if m > 256 or not all(wins(per[m]) for per in times.values()):
+                break
+            end = m
+        return end
+
+    gemv = 0
     for m in ms:
         if m > 8 or any("gemv" not in per[m] or per[m]["gemv"] >= min(v for k, v in per[m].items() if k != "gemv")
                         for per in times.values()):
             break
-        gemv_max = m
-    fused_max = gemv_max
-    for m in [m for m in ms if m > gemv_max]:
-        if m > 256 or any(per[m].get("fused_mma", inf) > min(per[m]["prefill"], per[m].get("fused_wgmma", inf))
-                          for per in times.values()):
-            break
-        fused_max = m
-    wgmma_max = fused_max
-    for m in [m for m in ms if m > fused_max]:
-        if m > 256 or any(per[m].get("fused_wgmma", inf) > per[m]["prefill"] for per in times.values()):
-            break
-        wgmma_max = m
-    return gemv_max, fused_max, wgmma_max
+        gemv = m
+    fused_best = last(gemv, lambda t: t.get("fused_mma", inf) <= min(t["prefill"], t.get("fused_wgmma", inf)))
+    return {"gemv": gemv,
+            "fused_vs_prefill": last(gemv, lambda t: t.get("fused_mma", inf) <= t["prefill"]),
+            "fused_best": fused_best,
+            "wgmma": last(fused_best, lambda t: t.get("fused_wgmma", inf) <= min(t["prefill"], t.get("fused_mma", inf)))}
 
 
 def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
@@ -279,18 +283,18 @@ def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
     path, results = found
     times = _paths_times(results)
     assert set(times) == {(17408, 5120), (5120, 17408)}, f"{path.name}: the sweep must cover both large shapes"
-    gemv_max, fused_max, _ = _measured_crossovers(times)
+    found = _measured_crossovers(times)
     policy_gemv_max = max(Policy().gemv_max_m_for(n, k) for n, k in times)
-    assert (policy_gemv_max, Policy().fused_max_m) == (gemv_max, fused_max), (
-        f"{path.name} measured GEMV fastest up to M = {gemv_max} and fused_mma up to M = {fused_max}; "
-        f"set Policy's defaults to them (kernels/model.py)")
+    assert (policy_gemv_max, Policy().fused_max_m) == (found["gemv"], found["fused_vs_prefill"]), (
+        f"{path.name} measured GEMV fastest up to M = {found['gemv']} and fused_mma at least as fast as prefill "
+        f"up to M = {found['fused_vs_prefill']}; set Policy's defaults to them (kernels/model.py)")
 
 
 def test_the_fused_wgmma_range_is_the_committed_measured_crossover() -> None:
     """The same for the Hopper path: in the newest committed run whose "paths" section timed
     fused_wgmma (benchmarks/results/, or a bench-*.json of benchmarks/experiments/ made on the
-    kernel that was merged), fused_mma is fastest up to Policy().fused_max_m and fused_wgmma from
-    there up to Policy().wgmma_max_m, on both large shapes."""
+    kernel that was merged), fused_mma is fastest up to Policy().wgmma_min_m - 1 and fused_wgmma
+    from there up to Policy().wgmma_max_m, on both large shapes."""
     from nvfp4_kernels.model import Policy
 
     runs = [(p, _load(p)) for p in FILES + sorted((REPO / "benchmarks" / "experiments").glob("bench-*.json"))]
@@ -302,10 +306,11 @@ def test_the_fused_wgmma_range_is_the_committed_measured_crossover() -> None:
     assert results["provenance"]["gpu"].startswith("NVIDIA H"), f"{path.name}: fused_wgmma runs on Hopper"
     times = _paths_times(results)
     assert set(times) == {(17408, 5120), (5120, 17408)}, f"{path.name}: the sweep must cover both large shapes"
-    _, fused_max, wgmma_max = _measured_crossovers(times)
-    assert (Policy().fused_max_m, Policy().wgmma_max_m) == (fused_max, wgmma_max), (
-        f"{path.name} measured fused_mma fastest up to M = {fused_max} and fused_wgmma up to M = {wgmma_max}; "
-        f"set Policy's defaults to them (kernels/model.py)")
+    found = _measured_crossovers(times)
+    assert (Policy().wgmma_min_m, Policy().wgmma_max_m) == (found["fused_best"] + 1, found["wgmma"]), (
+        f"{path.name} measured fused_mma fastest up to M = {found['fused_best']} and fused_wgmma from there up to "
+        f"M = {found['wgmma']}; set Policy(wgmma_min_m={found['fused_best'] + 1}, wgmma_max_m={found['wgmma']}) "
+        f"(kernels/model.py)")
 
 
 #: committed H200 sweeps that timed the fused kernel at forced K split counts (L2 flushed)

@@ -109,7 +109,7 @@ def test_a_decode_only_run_misses_the_fused_and_both_prefill_paths():
     paths (which only follow the GEMV for M > gemv_max_m) and both prefill paths are never taken."""
     pairs = cpu_events(DECODE_ONLY)
     analysis = CoverageData.from_events(pairs).analyze()
-    assert [p.name for p in analysis.missed_paths] == ["fused_mma", "fused_wgmma", "prefill_vec8", "prefill_scalar"]
+    assert [p.name for p in analysis.missed_paths] == ["fused_wgmma", "fused_mma", "prefill_vec8", "prefill_scalar"]
     seen = seen_sides(pairs)
     paths, sides = reachable_items([CPU])
     hit_paths = {e.path for e, _ in pairs} & paths
@@ -395,12 +395,12 @@ def test_analysis_edges_the_mutation_run_found_untested():
     assert analysis.failures(Requirement.parse(["prefill_vec8"])) == [
         "required path nvfp4:prefill_vec8 was never taken; it is taken when k_mod_8 (K % 8 == 0) and "
         "block_size_even (block_size % 2 == 0) and aligned (packed rows 4-byte, output 16-byte aligned) and no "
-        f"earlier path in gemv > native_fp4 > fused_mma > fused_wgmma > prefill_vec8 > prefill_scalar applies "
+        f"earlier path in gemv > native_fp4 > fused_wgmma > fused_mma > prefill_vec8 > prefill_scalar applies "
         f"[{vec8.source}]"]
     # required sides carry no reason; per device, every reachable side counts in the denominator
     assert all(s.reason is None for s in op.sides if s.required)
     [cpu] = op.per_device
-    # gemv, fused_mma, fused_wgmma, prefill_vec8, prefill_scalar: every path but native_fp4
+    # gemv, fused_wgmma, fused_mma, prefill_vec8, prefill_scalar: every path but native_fp4
     assert cpu.sides_reachable == len(reachable_items([CPU])[1]) and cpu.paths_reachable == 5
 
 

@@ -303,9 +303,12 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     finally:
         sys.path.pop(0)
     # bf16 and fp16 kernels with each loader, the five narrow tiles (fragment-ordered), the
-    # variants in fused_mma's K order (MMA_ORDER, some with staged weights), the two finalize
+    # variants in fused_mma's K order (MMA_ORDER, some with staged weights) with the library's
+    # (each layout at 64, 128, 192 and 256 activation rows, one block an SM), the two finalize
     # kernels and the permutation
-    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), 2 * (2 + 5 + len(VARIANTS)) + 2 + 1)))
+    library_mma_order = {(tiled, nact, 1, 3, False) for tiled in (True, False) for nact in (64, 128, 192, 256)}
+    kernels = 2 * (2 + 5 + len(set(VARIANTS) | library_mma_order)) + 2 + 1
+    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), kernels)))
     assert all(hasattr(lib, name) for name in ("nvfp4ra_launch", "nvfp4ra_launch_plan", "nvfp4ra_launch_narrow",
                                                "nvfp4ra_launch_mma_order", "nvfp4ra_permute_act"))
     # the script's variants are the ones built: without a GPU a built variant gets as far as CUDA

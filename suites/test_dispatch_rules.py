@@ -25,11 +25,12 @@ from nvfp4_kernels.model import Policy, Problem, select_path
 
 pytestmark = pytest.mark.dispatch
 
-ORDER = ("gemv", "native_fp4", "fused_mma", "fused_wgmma", "prefill_vec8", "prefill_scalar")
+ORDER = ("gemv", "native_fp4", "fused_wgmma", "fused_mma", "prefill_vec8", "prefill_scalar")
 NP_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 POLICIES = (Policy(), Policy(gemv_max_m=0), Policy(gemv_max_m=1), Policy(native_fp4_enabled=False),
             Policy(fused_max_m=0), Policy(gemv_max_m=0, fused_max_m=3), Policy(fused_max_m=0, wgmma_max_m=5),
-            Policy(wgmma_max_m=0))
+            Policy(wgmma_max_m=0), Policy(wgmma_min_m=4), Policy(wgmma_min_m=1, wgmma_max_m=6),
+            Policy(gemv_max_m=0, fused_max_m=5, wgmma_min_m=9))
 
 
 def expected_path(guards: dict[str, bool]) -> str:

@@ -39,7 +39,8 @@ def events():
 
 GEMV_ON = Policy(gemv_max_m=8)  # the default's GEMV range, spelled out
 LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
-FUSED_256 = Policy(fused_max_m=256)  # the fused kernel's own limit; the default stops at M = 64
+FUSED_256 = Policy(fused_max_m=256, wgmma_max_m=0)  # fused_mma's own limit, fused_wgmma off
+NO_WGMMA = Policy(wgmma_max_m=0)  # fused_wgmma off: fused_mma keeps its default range (M <= 128)
 
 
 # Expected paths are the table of docs/paths.md read by hand for each shape and policy.
@@ -56,7 +57,11 @@ FUSED_256 = Policy(fused_max_m=256)  # the fused kernel's own limit; the default
     (16, 70, 14, None, "prefill_scalar"),   # K % 8 == 6
     (1, 128, 16, GEMV_ON, "gemv"),          # the fused guards hold too, but the GEMV comes first
     (9, 128, 16, GEMV_ON, "fused_mma"),     # past the GEMV, K % 128 == 0, block 16
-    (64, 128, 16, None, "fused_mma"),       # the last M the fused path takes by default
+    (64, 128, 16, None, "fused_mma"),       # the last M before wgmma_min_m (65): fused_mma
+    (65, 128, 16, None, "fused_wgmma"),     # wgmma_min_m: fused_wgmma comes before fused_mma
+    (64, 128, 16, Policy(wgmma_min_m=64), "fused_wgmma"),  # its range starts where the policy says
+    (128, 128, 16, NO_WGMMA, "fused_mma"),  # fused_wgmma off: the last M fused_mma takes by default
+    (129, 128, 16, NO_WGMMA, "prefill_vec8"),  # and past it, prefill
     (129, 128, 16, None, "fused_wgmma"),    # M past the default fused_max_m: the wgmma path
     (129, 128, 16, Policy(wgmma_max_m=128), "prefill_vec8"),  # and past wgmma_max_m too
     (256, 256, 16, FUSED_256, "fused_mma"),  # the last M the fused kernel takes
@@ -100,6 +105,11 @@ def test_fused_wgmma_needs_hopper_or_the_cpu_backend_and_only_other_gpus_can_fai
         chosen = select_path(problem, DeviceCaps.simulated_gpu(major, minor), Policy(native_fp4_enabled=False))
         assert chosen.path == "prefill_vec8", (major, minor)
         assert {o.key: o.passed for o in chosen.outcomes}["fused_wgmma.arch_sm90"] is False
+    # below M = 129 the other GPUs keep fused_mma, which Hopper gives fused_wgmma from wgmma_min_m on
+    medium = Problem("matmul", 100, 64, 256, 16, "bfloat16", "cuda")
+    assert select_path(medium, DeviceCaps.simulated_gpu(9, 0)).path == "fused_wgmma"
+    for major, minor in ((8, 0), (8, 9)):
+        assert select_path(medium, DeviceCaps.simulated_gpu(major, minor)).path == "fused_mma", (major, minor)
     on_cpu = Problem("matmul", 200, 64, 256, 16, "bfloat16", "cpu")
     assert select_path(on_cpu, DeviceCaps.cpu()).path == "fused_wgmma"
     sides = nvfp4_kernels.MODEL.unreachable_sides
@@ -124,14 +134,21 @@ def test_gemv_max_m_policy_moves_the_threshold(events):
     assert events[-1].path == "prefill_vec8"
 
 
-def test_fused_max_m_policy_moves_the_threshold(events):
+def test_the_fused_ranges_of_the_policy_move_the_thresholds(events):
     packed, scales, g = _weights(k=128)
     nvfp4_kernels.nvfp4_matmul(_acts(32, 128), packed, scales, g, policy=Policy(fused_max_m=16))
-    assert events[-1].path == "fused_wgmma"  # the next path in preference order takes M = 32
-    nvfp4_kernels.nvfp4_matmul(_acts(32, 128), packed, scales, g, policy=Policy(fused_max_m=16, wgmma_max_m=31))
+    assert events[-1].path == "prefill_vec8"  # past fused_mma's range and below fused_wgmma's
+    nvfp4_kernels.nvfp4_matmul(_acts(32, 128), packed, scales, g, policy=Policy(fused_max_m=16, wgmma_min_m=17))
+    assert events[-1].path == "fused_wgmma"
+    nvfp4_kernels.nvfp4_matmul(_acts(32, 128), packed, scales, g, policy=Policy(fused_max_m=16, wgmma_min_m=17,
+                                                                                 wgmma_max_m=31))
     assert events[-1].path == "prefill_vec8"
-    nvfp4_kernels.nvfp4_matmul(_acts(100, 128), packed, scales, g, policy=Policy(fused_max_m=128))
+    nvfp4_kernels.nvfp4_matmul(_acts(100, 128), packed, scales, g, policy=Policy(wgmma_min_m=101))
     assert events[-1].path == "fused_mma"
+    nvfp4_kernels.nvfp4_matmul(_acts(101, 128), packed, scales, g, policy=Policy(wgmma_min_m=101))
+    assert events[-1].path == "fused_wgmma"
+    nvfp4_kernels.nvfp4_matmul(_acts(100, 128), packed, scales, g, policy=Policy(fused_max_m=99, wgmma_min_m=101))
+    assert events[-1].path == "prefill_vec8"
 
 
 def test_forced_path_and_its_guards(events):
@@ -311,7 +328,8 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
     # N = 70: 70 % 32 = 6, where 70 ^ 32, 70 // 32 and 70 - 32 all differ (N = 33 would not tell)
     problem = Problem("matmul", 9, 70, 70, 7, "bfloat16", "cpu", False, "B at address 0x1001 is not 4-byte aligned")
     # fused_max_m = 100, not the default 256: a detail printing the kernel's limit is caught
-    policy = Policy(gemv_max_m=8, gemv_max_weights=4000, fused_max_m=100, wgmma_max_m=200, native_fp4_enabled=False)
+    policy = Policy(gemv_max_m=8, gemv_max_weights=4000, fused_max_m=100, wgmma_min_m=30, wgmma_max_m=200,
+                    native_fp4_enabled=False)
     want = {
         "gemv.m_in_range": "M=9, gemv_max_m=8",
         "gemv.small_layer": "N*K=4900, gemv_max_weights=4000",
@@ -325,7 +343,7 @@ def test_every_guard_explains_a_call_in_the_words_of_docs_paths():
         "fused_mma.m_in_range": "M=9, fused_max_m=100",
         "fused_mma.block_size_16": "block_size=7",
         "fused_mma.k_mod_128": "K=70, K % 128 = 70",
-        "fused_wgmma.m_in_range": "M=9, wgmma_max_m=200",
+        "fused_wgmma.m_in_range": "M=9, wgmma_min_m=30, wgmma_max_m=200",
         "fused_wgmma.arch_sm90": "backend cpu, device cpu",
         "fused_wgmma.block_size_16": "block_size=7",
         "fused_wgmma.k_mod_128": "K=70, K % 128 = 70",

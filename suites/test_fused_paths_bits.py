@@ -41,7 +41,7 @@ N, K = 40, 256
 PATHS = [("gemv", 8), ("fused_mma", 256), ("fused_wgmma", 256)]
 #: each path forced with its M guard opened to the kernel's own limit (a forced path's guards must hold)
 FORCE = {"gemv": Policy(force_path="gemv", gemv_max_m=8), "fused_mma": Policy(force_path="fused_mma", fused_max_m=256),
-         "fused_wgmma": Policy(force_path="fused_wgmma", wgmma_max_m=256)}
+         "fused_wgmma": Policy(force_path="fused_wgmma", wgmma_min_m=1, wgmma_max_m=256)}
 
 
 def weights(seed: int, dtype: str, g: float):

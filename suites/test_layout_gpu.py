@@ -213,7 +213,7 @@ def test_every_launch_runs_at_the_occupancy_its_split_count_assumes(m: int) -> N
 
 _HOPPER = torch.cuda.get_device_capability(0) == (9, 0)
 needs_hopper = pytest.mark.skipif(not _HOPPER, reason="the fused_wgmma kernel is built for sm_90a only")
-WGMMA = Policy(force_path="fused_wgmma", wgmma_max_m=256)
+WGMMA = Policy(force_path="fused_wgmma", wgmma_min_m=1, wgmma_max_m=256)
 #: (N, K): the fused_mma shapes, and one whose plan has whole tiles and split ones on a 132-SM GPU
 WGMMA_SHAPES = SHAPES + [(132 * 128 + 70, 256)]
 
@@ -239,7 +239,7 @@ def test_fragment_ordered_weights_give_the_row_major_bits(n: int, k: int, dtype:
     frag = layout.wgmma_weights(packed, scales)
     tdt = getattr(torch, dtype)
     bias = torch.randn(n, device="cuda").to(tdt)
-    for m in (1, 17, 100, 129, 256):
+    for m in (1, 17, 64, 65, 100, 128, 129, 192, 193, 256):
         a = (torch.randn(m, k, device="cuda") * (1.0 if g_value < 1 else 2.0 ** -112)).to(tdt)
         for plan in _wgmma_plans(n, k):
             outs = []
@@ -274,8 +274,9 @@ def test_fused_wgmma_in_fused_mma_order_gives_fused_mmas_bits(n: int, k: int, dt
     """fused_wgmma in fused_mma's K order (mma_order=True; benchmarks/NOTES.md, sixteenth session)
     puts in every k16 MMA's slots what fused_mma.cu puts there, so its bits are fused_mma's at the
     same K ranges: on row-major weights and on fused_mma's tile-contiguous copy, over N and M tails
-    (M = 129 and 256 fill the 256-row tile's zero-padded permuted copy differently), both types,
-    bias, every kind of plan and the exact decode's overflow path."""
+    (M on both sides of each activation tile's edge: the launch takes the narrowest of 64, 128,
+    192 and 256 rows that holds M, and pads the permuted copy with zero rows up to it), both
+    types, bias, every kind of plan and the exact decode's overflow path."""
     packed, scales, _ = _weights(n, k, n + 5 * k)
     g = torch.tensor([g_value], dtype=torch.float32, device="cuda")
     tiled = layout.tile_weights(packed, scales)
@@ -284,7 +285,7 @@ def test_fused_wgmma_in_fused_mma_order_gives_fused_mmas_bits(n: int, k: int, dt
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     from nvfp4_kernels.tiling import wgmma_plan
 
-    for m in (1, 17, 100, 129, 256):
+    for m in (1, 17, 64, 65, 100, 128, 129, 192, 193, 256):
         a = (torch.randn(m, k, device="cuda") * (1.0 if g_value < 1 else 2.0 ** -112)).to(tdt)
         b = bias if m % 2 else None
         for plan in _wgmma_plans(n, k):

@@ -88,8 +88,8 @@ def operands(config: OpConfig, backend: str) -> tuple[ShapeCase, shapes.Operands
 
 def _forced(path: str):
     """Force ``path``; a forced path's guards must still hold, so the policy's GEMV range covers
-    GEMV_MS (the default's is M <= 8, spelled out)."""
-    return Policy(gemv_max_m=max(GEMV_MS), force_path=path)
+    GEMV_MS (the default's is M <= 8, spelled out) and fused_wgmma's starts at M = 1."""
+    return Policy(gemv_max_m=max(GEMV_MS), wgmma_min_m=1, force_path=path)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

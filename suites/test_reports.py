@@ -199,7 +199,7 @@ def test_report_command_checks_requirements(tmp_path, capsys):
     assert report.main([decode, "--require", "gemv"]) == 0
     capsys.readouterr()
     assert report.main([decode, "--require", "gemv,decode"]) == 2
-    valid = "valid names: nvfp4: gemv, native_fp4, fused_mma, fused_wgmma, prefill_vec8, prefill_scalar"
+    valid = "valid names: nvfp4: gemv, native_fp4, fused_wgmma, fused_mma, prefill_vec8, prefill_scalar"
     assert valid in capsys.readouterr().err
     assert report.main([str(tmp_path / "none.json")]) == 2
     out = tmp_path / "cov.lcov"

@@ -160,15 +160,16 @@ def check_fused(instructions: list[str]) -> list[str]:
     return problems
 
 
-def check_wgmma(instructions: list[str]) -> list[str]:
-    """Violations of the fused_wgmma kernel's contract (empty when it holds)."""
+def check_wgmma(instructions: list[str], nact: int = 256) -> list[str]:
+    """Violations of the fused_wgmma kernel's contract (empty when it holds), for a kernel of
+    ``nact`` activation rows a block (the wgmma's N)."""
     ops = opcodes(instructions)
     problems = []
     hgmma = [i for i in instructions if "HGMMA" in i]
     if not hgmma:
         problems.append("no warpgroup MMA (HGMMA)")
-    elif not all(re.search(r"HGMMA\.64x256x16\.F32(\.BF16)? R\d+, R\d+, gdesc", i) for i in hgmma):
-        problems.append("an HGMMA that is not m64n256k16 with A from registers")
+    elif not all(re.search(rf"HGMMA\.64x{nact}x16\.F32(\.BF16)? R\d+, R\d+, gdesc", i) for i in hgmma):
+        problems.append(f"an HGMMA that is not m64n{nact}k16 with A from registers")
     if not any(o.startswith("LDG.E.128") for o in ops):
         problems.append("no 16-byte global load (LDG.E.128) of the packed weights")
     if any(o.startswith(("LDGSTS", "LDS")) for o in ops):
@@ -235,14 +236,43 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
 
 
 def _wgmma_by_layout_and_order(kernel_sass, dtype: str) -> dict[tuple[str, str], list[str]]:
-    """The library's fused_wgmma instantiations of one type, by (RELAYOUT, MMA_ORDER): row-major
-    and fragment-ordered weights in the natural K order, row-major and fused_mma's tile-contiguous
-    weights in fused_mma's (nvfp4_launch_fused_wgmma_mma_order)."""
-    chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
-    by = {re.search(r"fused_wgmma_kernelI\w+?Lb([01])ELi256ELi1ELb([01])E", name).groups(): ins
-          for name, ins in chosen.items()}
-    assert sorted(by) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")] and len(chosen) == 4, sorted(chosen)
+    """The library's 256-row fused_wgmma instantiations of one type, by (RELAYOUT, MMA_ORDER):
+    row-major and fragment-ordered weights in the natural K order, row-major and fused_mma's
+    tile-contiguous weights in fused_mma's (nvfp4_launch_fused_wgmma_mma_order)."""
+    by = {key[:2]: ins for key, ins in _wgmma_instantiations(kernel_sass, dtype).items() if key[2] == "256"}
+    assert sorted(by) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], sorted(by)
     return by
+
+
+def _wgmma_instantiations(kernel_sass, dtype: str) -> dict[tuple[str, str, str], list[str]]:
+    """Every fused_wgmma instantiation of the library of one type, by (RELAYOUT, MMA_ORDER, NACT):
+    one block an SM each, 256 activation rows in the natural K order, 64, 128, 192 and 256 in
+    fused_mma's (the launch takes the narrowest that holds M)."""
+    chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
+    by = {}
+    for name, ins in chosen.items():
+        relayout, nact, minb, order = re.search(r"fused_wgmma_kernelI\w+?Lb([01])ELi(\d+)ELi(\d+)ELb([01])E",
+                                                name).groups()
+        assert minb == "1", name
+        by[(relayout, order, nact)] = ins
+    want = [(r, "0", "256") for r in "01"] + [(r, "1", n) for r in "01" for n in ("64", "128", "192", "256")]
+    assert sorted(by) == sorted(want) and len(chosen) == len(want), sorted(chosen)
+    return by
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_fused_mma_order_narrow_tiles_keep_the_contract(kernel_sass, dtype: str) -> None:
+    """The narrower activation tiles of fused_mma's K order are the same kernel with a narrower
+    wgmma: m64nNk16 with A from registers at N = 64, 128 and 192, the same decode (the PRMT count
+    of the 256-row tile within less than one decode table's four, which the scheduler may move;
+    as many 16-byte weight loads), no spill to local memory."""
+    by = _wgmma_instantiations(kernel_sass, dtype)
+    for (relayout, order, nact), ins in by.items():
+        assert check_wgmma(ins, int(nact)) == [], (relayout, order, nact)
+        if order == "1":
+            wide = opcodes(by[(relayout, "1", "256")])
+            assert abs(_count(opcodes(ins), "PRMT") - _count(wide, "PRMT")) < 4, (relayout, nact)
+            assert _count(opcodes(ins), "LDG.E.128") == _count(wide, "LDG.E.128"), (relayout, nact)
 
 
 def _count(ops: list[str], prefix: str) -> int:

@@ -1,10 +1,10 @@
-"""fused_mma's K order for the wgmma kernel (fused_wgmma.cu's MMA_ORDER, a dev variant measured by
-scripts/ws_dev/mma_order_dev.py): the order's definition against the two kernels it must agree
-with, and the permutation kernel's index arithmetic.
+"""fused_mma's K order for the wgmma kernel (fused_wgmma.cu's MMA_ORDER, the dispatcher's launch;
+first measured as a dev variant by scripts/ws_dev/mma_order_dev.py): the order's definition
+against the two kernels it must agree with, and the permutation kernel's index arithmetic.
 
 The variant's claim is that it pairs every weight with its activation (so it computes the product)
 and that k16 MMA j of a step takes exactly the values that fused_mma.cu's MMA j takes at the same
-columns (so its bits are fused_mma's at the same K ranges, which the device script then checks).
+columns (so its bits are fused_mma's at the same K ranges, which the GPU suites then check).
 Both sides are derived here independently of `mma_k_order`'s formula: fused_mma's from its
 thread mapping (lane t decodes codes 32 t .. 32 t + 31, word q into the registers of MMAs 2 q and
 2 q + 1; its activations from 16-byte chunk 4 t + q of the row) and PTX's m16n8k16 fragment

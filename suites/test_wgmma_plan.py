@@ -77,7 +77,7 @@ def test_the_cpu_backend_runs_the_h200_plan() -> None:
     n, k, m = H200_SMS * WGMMA_TILE_ROWS + 70, 1024, 130
     a, packed, scales, bias = _operands(n, k, m, seed=5)
     g = np.float32(0.0123)
-    y = nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(force_path="fused_wgmma"))
+    y = nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(force_path="fused_wgmma", wgmma_min_m=1))
     whole, splits = wgmma_plan(n, k)
     assert (whole, splits) == (H200_SMS, 8)
     want = reference.fused_wgmma(a, packed, scales, g, 16, bias, whole_rows=whole * WGMMA_TILE_ROWS, splits=splits)

@@ -782,7 +782,7 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
             # the GEMV's range on these shapes (0 on layers above the policy's gemv_max_weights)
             gemv_max_m = max(Policy().gemv_max_m_for(n, k) for n, k in plan.paths_shapes)
             results["path_choice"] = path_choice(runner.rows, plan.paths_shapes, gemv_max_m, Policy().fused_max_m,
-                                                 Policy().wgmma_max_m)
+                                                 Policy().wgmma_max_m, Policy().wgmma_min_m)
         if "replay" in plan.sections:
             results["replay"] = replay_summary(load_layers(plan.layers), runner.rows, plan.replay_tokens)
         saved[:] = [write_results(results, out_dir)]

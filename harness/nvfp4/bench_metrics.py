@@ -307,17 +307,22 @@ def crossover(rows: Sequence[dict[str, Any]], n: int, k: int, current_max_m: int
 
 
 def path_choice(rows: Sequence[dict[str, Any]], shapes: Sequence[tuple[int, int]], policy_gemv_max_m: int,
-                policy_fused_max_m: int, policy_wgmma_max_m: int | None = None) -> dict[str, Any]:
+                policy_fused_max_m: int, policy_wgmma_max_m: int | None = None,
+                policy_wgmma_min_m: int | None = None) -> dict[str, Any]:
     """The fastest matmul path at each M of section "paths", and the policy thresholds it implies.
 
     ``gemv_max_m`` is the largest measured M up to which the GEMV is strictly faster than every
     other path at every measured M, on every shape (the fused paths replace it wherever they are
     at least as fast). ``fused_max_m`` is the largest measured M up to which fused_mma is at least
-    as fast as every path after it (fused_wgmma where timed, prefill) at every measured M above
-    ``gemv_max_m``, on every shape. ``wgmma_max_m`` (for a run that timed fused_wgmma, against a
-    policy that says where it stops) is the largest measured M up to which fused_wgmma is at
-    least as fast as prefill at every measured M above ``fused_max_m``. Each is capped by its
-    kernel's limit; a CPU test checks the committed run against the defaults.
+    as fast as prefill at every measured M above ``gemv_max_m``, on every shape: its range where
+    fused_wgmma does not exist. For a run that timed fused_wgmma, against a policy that gives its
+    range, fused_mma's range on Hopper ends at the largest measured M up to which it is at least
+    as fast as fused_wgmma and prefill too, so ``wgmma_min_m`` is one more than that, and
+    ``wgmma_max_m`` the largest measured M up to which fused_wgmma is at least as fast as
+    fused_mma and prefill above it. Each is capped by its kernel's limit; a CPU test checks the
+    committed run against the defaults. (A run of a policy without ``wgmma_min_m``, which had
+    fused_wgmma after fused_mma, is read as the policy of its day: ``fused_max_m`` then also
+    had to beat fused_wgmma.)
     """
     table: dict[str, dict[int, dict[str, float]]] = {}
     for n, k in shapes:
@@ -331,41 +336,60 @@ def path_choice(rows: Sequence[dict[str, Any]], shapes: Sequence[tuple[int, int]
     def holds(m: int, test: Any) -> bool:
         return all(test(per_m[m]) for per_m in table.values() if m in per_m)
 
-    gemv_max = 0
-    for m in ms:
-        if m > GEMV_KERNEL_MAX_M or not holds(m, lambda t: "gemv" in t and all(
-                t["gemv"] < v for name, v in t.items() if name != "gemv")):
-            break
-        gemv_max = m
-    fused_max = gemv_max
-    for m in (m for m in ms if m > gemv_max):
-        if m > FUSED_KERNEL_MAX_M or not holds(m, lambda t: "fused_mma" in t and t["fused_mma"] <= min(
-                t.get("prefill", math.inf), t.get("fused_wgmma", math.inf))):
-            break
-        fused_max = m
+    def last_m(start: int, limit: int, test: Any) -> int:
+        """The largest measured M above ``start`` up to which ``test`` holds at every measured M
+        (``start`` where it fails at the first)."""
+        last = start
+        for m in (m for m in ms if m > start):
+            if m > limit or not holds(m, test):
+                break
+            last = m
+        return last
+
+    inf = math.inf
+    gemv_max = last_m(0, GEMV_KERNEL_MAX_M, lambda t: "gemv" in t and all(
+        t["gemv"] < v for name, v in t.items() if name != "gemv"))
     timed_wgmma = any("fused_wgmma" in t for per_m in table.values() for t in per_m.values())
     with_wgmma = policy_wgmma_max_m is not None and timed_wgmma
-    wgmma_max = fused_max
-    if with_wgmma:
-        for m in (m for m in ms if m > fused_max):
-            if m > WGMMA_KERNEL_MAX_M or not holds(m, lambda t: "fused_wgmma" in t and t["fused_wgmma"] <= t.get(
-                    "prefill", math.inf)):
-                break
-            wgmma_max = m
+    ahead = policy_wgmma_min_m is not None and with_wgmma  # fused_wgmma before fused_mma on Hopper
+
+    def fused_best(t: dict[str, float]) -> bool:
+        return "fused_mma" in t and t["fused_mma"] <= min(t.get("prefill", inf), t.get("fused_wgmma", inf))
+
+    fused_hopper_max = last_m(gemv_max, FUSED_KERNEL_MAX_M, fused_best)
+    if ahead:
+        fused_max = last_m(gemv_max, FUSED_KERNEL_MAX_M, lambda t: "fused_mma" in t and t["fused_mma"] <= t.get(
+            "prefill", inf))
+        wgmma_max = last_m(fused_hopper_max, WGMMA_KERNEL_MAX_M, lambda t: "fused_wgmma" in t and t[
+            "fused_wgmma"] <= min(t.get("prefill", inf), t.get("fused_mma", inf)))
+    else:
+        fused_max = fused_hopper_max
+        wgmma_max = last_m(fused_max, WGMMA_KERNEL_MAX_M, lambda t: "fused_wgmma" in t and t[
+            "fused_wgmma"] <= t.get("prefill", inf)) if with_wgmma else fused_max
+    wgmma_min = fused_hopper_max + 1
     fastest = {shape: {m: min(t, key=t.get) for m, t in per_m.items() if t} for shape, per_m in table.items()}
     agree = (gemv_max, fused_max) == (policy_gemv_max_m, policy_fused_max_m) and (
-        not with_wgmma or wgmma_max == policy_wgmma_max_m)
-    wgmma_text = f", fused_wgmma up to M = {wgmma_max}" if with_wgmma else ""
-    policy_wgmma = f", wgmma_max_m = {policy_wgmma_max_m}" if with_wgmma else ""
-    summary = (f"GEMV fastest up to M = {gemv_max}, fused_mma up to M = {fused_max}{wgmma_text}, prefill above; "
-               f"policy gemv_max_m = {policy_gemv_max_m}, fused_max_m = {policy_fused_max_m}{policy_wgmma}"
-               f"{'' if agree else ' (DIFFERENT from the measurement)'}")
+        not with_wgmma or wgmma_max == policy_wgmma_max_m) and (not ahead or wgmma_min == policy_wgmma_min_m)
+    if ahead:
+        measured = (f"GEMV fastest up to M = {gemv_max}, fused_mma up to M = {fused_hopper_max}, fused_wgmma from "
+                    f"M = {wgmma_min} up to M = {wgmma_max}, prefill above; fused_mma at least as fast as prefill "
+                    f"up to M = {fused_max}")
+        policy = (f"policy gemv_max_m = {policy_gemv_max_m}, fused_max_m = {policy_fused_max_m}, "
+                  f"wgmma_min_m = {policy_wgmma_min_m}, wgmma_max_m = {policy_wgmma_max_m}")
+    else:
+        wgmma_text = f", fused_wgmma up to M = {wgmma_max}" if with_wgmma else ""
+        measured = f"GEMV fastest up to M = {gemv_max}, fused_mma up to M = {fused_max}{wgmma_text}, prefill above"
+        policy = (f"policy gemv_max_m = {policy_gemv_max_m}, fused_max_m = {policy_fused_max_m}"
+                  + (f", wgmma_max_m = {policy_wgmma_max_m}" if with_wgmma else ""))
+    summary = f"{measured}; {policy}{'' if agree else ' (DIFFERENT from the measurement)'}"
     out = {"shapes": [list(s) for s in shapes], "times_us": table, "fastest": fastest,
            "gemv_max_m_recommended": gemv_max, "fused_max_m_recommended": fused_max,
            "policy_gemv_max_m": policy_gemv_max_m, "policy_fused_max_m": policy_fused_max_m,
            "policy_matches": agree, "summary": summary}
     if with_wgmma:
         out.update({"wgmma_max_m_recommended": wgmma_max, "policy_wgmma_max_m": policy_wgmma_max_m})
+    if ahead:
+        out.update({"wgmma_min_m_recommended": wgmma_min, "policy_wgmma_min_m": policy_wgmma_min_m})
     return out
 
 

@@ -152,13 +152,29 @@ REGISTERED_KERNELS: dict[str, tuple[str, str]] = {"fused_mma": ("fused_mma_tiled
 
 
 def chosen_path_row(rows: Sequence[dict[str, Any]], n: int, k: int, m: int, gemv_max_m: int,
-                    fused_max_m: int, wgmma_max_m: int | None = None) -> dict[str, Any] | None:
-    """The "paths" row of the path the default policy takes at M (GEMV, fused_mma, fused_wgmma
-    where the run timed it and the policy takes it, or prefill)."""
-    kernel = "gemv" if m <= gemv_max_m else "fused_mma" if m <= fused_max_m else "prefill"
-    if kernel == "prefill" and wgmma_max_m is not None and m <= wgmma_max_m:
+                    fused_max_m: int, wgmma_max_m: int | None = None,
+                    wgmma_min_m: int | None = None) -> dict[str, Any] | None:
+    """The "paths" row of the path the default policy takes at M on the run's GPU: the GEMV,
+    then fused_wgmma in [wgmma_min_m, wgmma_max_m] where the run timed it (a run of a policy
+    without ``wgmma_min_m`` had it after fused_mma, so above ``fused_max_m``), then fused_mma,
+    then prefill."""
+    timed_wgmma = wgmma_max_m is not None and find_row(rows, "fused_wgmma", n, k, m, section="paths") is not None
+    if m <= gemv_max_m:
+        kernel = "gemv"
+    elif timed_wgmma and wgmma_min_m is not None and wgmma_min_m <= m <= wgmma_max_m:
         kernel = "fused_wgmma"
+    elif m <= fused_max_m:
+        kernel = "fused_mma"
+    elif timed_wgmma and wgmma_min_m is None and m <= wgmma_max_m:
+        kernel = "fused_wgmma"
+    else:
+        kernel = "prefill"
     return find_row(rows, kernel, n, k, m, section="paths")
+
+
+def _chosen(rows: Sequence[dict[str, Any]], choice: dict[str, Any], n: int, k: int, m: int) -> dict[str, Any] | None:
+    return chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"],
+                           choice.get("policy_wgmma_max_m"), choice.get("policy_wgmma_min_m"))
 
 
 def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -167,8 +183,7 @@ def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for n, k in LARGE_SHAPES:
         for m, kind, limit in PATH_TARGETS:
-            row = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"],
-                                  choice.get("policy_wgmma_max_m")) if choice else None
+            row = _chosen(rows, choice, n, k, m) if choice else None
             # where the policy takes a fused path, also with the weights registered
             # (nvfp4_kernels.layout.register): the same path and bits from the path's own layout
             registered = REGISTERED_KERNELS.get(row["kernel"]) if row else None
@@ -187,11 +202,11 @@ def _path_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                                        f"<= {limit}x", value is not None and value <= limit,
                                        f"{value:.2f}x ({candidate['kernel']})" if value is not None else ""))
     if choice:
-        names = ("gemv", "fused", "wgmma") if "policy_wgmma_max_m" in choice else ("gemv", "fused")
-        policy = ", ".join(str(choice[f"policy_{x}_max_m"]) for x in names)
-        measured = ", ".join(str(choice[f"{x}_max_m_recommended"]) for x in names)
-        title = "policy gemv_max_m and fused_max_m" if len(names) == 2 else \
-            "policy gemv_max_m, fused_max_m and wgmma_max_m"
+        names = ("gemv", "fused") + (("wgmma",) if "policy_wgmma_max_m" in choice else ())
+        keys = [f"{x}_max_m" for x in names] + (["wgmma_min_m"] if "policy_wgmma_min_m" in choice else [])
+        policy = ", ".join(str(choice[f"policy_{key}"]) for key in keys)
+        measured = ", ".join(str(choice[f"{key}_recommended"]) for key in keys)
+        title = "policy " + (" and ".join(keys) if len(keys) == 2 else ", ".join(keys[:-1]) + " and " + keys[-1])
         out.append(_target(f"{title} equal the measured crossovers", float(choice["fused_max_m_recommended"]),
                            f"Policy() = ({policy})", choice["policy_matches"], f"measured ({measured})"))
     else:
@@ -217,8 +232,7 @@ def _paths_lines(results: dict[str, Any]) -> list[str]:
         for m in sorted({r["M"] for r in rows if (r["N"], r["K"]) == (n, k)}):
             cells = {kern: find_row(rows, kern, n, k, m) for kern in _PATHS_COLUMNS}
             fastest = choice["fastest"].get(f"{n}x{k}", {}).get(str(m), choice["fastest"].get(f"{n}x{k}", {}).get(m))
-            chosen = chosen_path_row(rows, n, k, m, choice["policy_gemv_max_m"], choice["policy_fused_max_m"],
-                                     choice.get("policy_wgmma_max_m"))
+            chosen = _chosen(rows, choice, n, k, m)
             fused = cells["fused_mma"]
             body.append([m] + [_us(cells[c]["median_us"]) if cells[c] else "-" for c in _PATHS_COLUMNS]
                         + [str(fused.get("splits", "-")) if fused else "-",

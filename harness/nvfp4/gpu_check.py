@@ -108,7 +108,7 @@ def _matmul_bound(a64: np.ndarray, w64: np.ndarray, bias64: np.ndarray, dtype: s
 
 #: each path forced with its M guard opened to its kernel's limit and the GEMV's layer limit lifted
 #: (a forced path's guards must hold)
-FORCED = {path: Policy(force_path=path, gemv_max_m=8, gemv_max_weights=None, fused_max_m=256)
+FORCED = {path: Policy(force_path=path, gemv_max_m=8, gemv_max_weights=None, fused_max_m=256, wgmma_min_m=1)
           for path in ("gemv", "fused_mma", "fused_wgmma", "prefill_vec8", "prefill_scalar")}
 
 
@@ -249,7 +249,7 @@ def run_workload() -> None:
     for m in (1, 9, 17, 33, 64, 200):
         bias = torch.randn(200, dtype=torch.float16, device="cuda")
         nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.float16, device="cuda"), b, s, g, 16, bias,
-                                   policy=Policy(gemv_max_weights=0, fused_max_m=256))  # M = 1 too
+                                   policy=Policy(gemv_max_weights=0, fused_max_m=256, wgmma_max_m=0))  # M = 1 too
     # the same on tile-contiguous weights (nvfp4_kernels.layout): N = 130 leaves the last 128-row
     # block a 64-row tile that the layout does not have, whose copies must read nothing
     for n in (200, 130):
@@ -258,7 +258,7 @@ def run_workload() -> None:
         layout.register(b_t, s_t)
         for m in (1, 9, 17, 33, 64, 200):
             nvfp4_kernels.nvfp4_matmul(torch.randn(m, 2048, dtype=torch.bfloat16, device="cuda"), b_t, s_t, g_t, 16,
-                                       policy=Policy(gemv_max_weights=0, fused_max_m=256))
+                                       policy=Policy(gemv_max_weights=0, fused_max_m=256, wgmma_max_m=0))
         layout.unregister(b_t)
     # fused_wgmma (Hopper only): a plan that splits both tiles in K (N = 200), and one with a wave of
     # whole tiles and a split partial one (N = 132 x 128 + 70); rows past M and N read nothing. Each
@@ -275,7 +275,7 @@ def run_workload() -> None:
                 for m in (1, 129, 256):
                     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
                     nvfp4_kernels.nvfp4_matmul(torch.randn(m, k, dtype=torch.bfloat16, device="cuda"), b_w, s_w, g_w,
-                                               16, bias, policy=Policy(force_path="fused_wgmma"))
+                                               16, bias, policy=Policy(force_path="fused_wgmma", wgmma_min_m=1))
             layout.unregister(b_w)
     storage = torch.zeros(packed.size + 1, dtype=torch.uint8, device="cuda")
     view = storage[1:].view(packed.shape)

@@ -167,21 +167,27 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "    steps = max(0, min(step0 + plan.per_split, total_steps - 1) - step0);\n"),
     Mutation(
         "wgmma-scale-index-slip", "kernels/cuda/fused_wgmma.cu",
-        "fused_wgmma: row g of a warp decodes each half step with the other half's four scale bytes",
-        "    const uint32_t cb0 = h ? c0.y : c0.x, cb1 = h ? c1.y : c1.x;\n",
-        "    const uint32_t cb0 = h ? c0.x : c0.y, cb1 = h ? c1.y : c1.x;\n"),
+        "fused_wgmma (fused_mma's K order): row g of a lane decodes each half step with the other half's scale block",
+        "  const float s0 = (h ? b0.y : b0.x) * gs, s1 = (h ? b1.y : b1.x) * gs;\n",
+        "  const float s0 = (h ? b0.x : b0.y) * gs, s1 = (h ? b1.y : b1.x) * gs;\n"),
     Mutation(
-        "wgmma-sign-lost", "kernels/cuda/fused_wgmma.cu",
-        "fused_wgmma's table decode drops the signs of codes 4..7 of every word (negative zeros and "
-        "negative weights come out positive)",
-        "hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ sign47;",
-        "hi47 = prmt(tb.hi03, tb.hi47, mag47);"),
+        "wgmma-row-table-swapped", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma (fused_mma's K order, row-major weights): row g + 8 of a lane is decoded through row g's "
+        "table, so it takes the other row's scale",
+        "        decode_word_table(wr1[qq], t1, f[qq][1]);\n",
+        "        decode_word_table(wr1[qq], t0, f[qq][1]);\n"),
     Mutation(
         "wgmma-overflow-path-dropped", "kernels/cuda/fused_wgmma.cu",
-        "fused_wgmma: the exact two-multiply form is never taken for codes 0..3 (s * 2^14 overflowing fp32 "
+        "fused_wgmma (fused_mma's K order): the exact two-multiply form is never taken (s * 2^14 overflowing fp32 "
         "gives inf)",
-        "  if (fabsf(b0) == inf && fabsf(s0) != inf) {",
+        "  if (fabsf(big) == __uint_as_float(0x7F800000u) && fabsf(s) != __uint_as_float(0x7F800000u)) {",
         "  if (false) {"),
+    Mutation(
+        "wgmma-act-permutation-slip", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma's activation permutation reads each 4-byte pair from the next 16-byte chunk's column, so "
+        "the MMAs multiply the weights by the wrong activations",
+        "  const uint32_t* src = a + ((i >> 4) << 6) + (i & 15);\n",
+        "  const uint32_t* src = a + ((i >> 4) << 6) + ((i + 1) & 15);\n"),
     Mutation(
         "wgmma-split-columns-shifted", "kernels/cuda/fused_wgmma.cu",
         "fused_wgmma: a split tile's partials are written at the whole output's columns instead of the "

@@ -115,7 +115,7 @@ def expected_guards(op: str, m: int | None, n: int, k: int, block_size: int, ali
             "fused_mma.m_in_range": m is not None and 1 <= m <= policy.fused_max_m,
             "fused_mma.block_size_16": block_size == 16,
             "fused_mma.k_mod_128": k % 128 == 0,
-            "fused_wgmma.m_in_range": m is not None and 1 <= m <= policy.wgmma_max_m,
+            "fused_wgmma.m_in_range": m is not None and policy.wgmma_min_m <= m <= policy.wgmma_max_m,
             "fused_wgmma.arch_sm90": sm is None or sm == 90,  # sm None: the CPU backend
             "fused_wgmma.block_size_16": block_size == 16,
             "fused_wgmma.k_mod_128": k % 128 == 0,
@@ -275,9 +275,12 @@ BIG_N = 65_537  # more rows than a 2-D grid's blockIdx.y can cover (65,535)
 #: layer would take the CPU backend minutes), so the cases that reach the fused path or prefill at
 #: decode M through that guard carry this policy.
 LARGE_LAYERS_POLICY = Policy(gemv_max_weights=0)
-#: The policy that lets the fused path take M up to the fused kernel's own limit (256); the
-#: default stops it at M = 128 (the H200 crossover).
-FUSED_FULL_POLICY = Policy(fused_max_m=256)
+#: The policy that lets fused_mma take M up to its kernel's own limit (256), with fused_wgmma off
+#: (it would take M >= 65 first on the CPU backend and a Hopper GPU); the default stops fused_mma
+#: at M = 128 (the H200 crossover against prefill).
+FUSED_FULL_POLICY = Policy(fused_max_m=256, wgmma_max_m=0)
+#: fused_wgmma off, as on a GPU other than Hopper: fused_mma keeps its whole default range
+NO_WGMMA_POLICY = Policy(wgmma_max_m=0)
 
 #: The matrix: (path forced, guard side exercised) for every path, edges included.
 MATRIX: tuple[ShapeCase, ...] = (
@@ -296,7 +299,8 @@ MATRIX: tuple[ShapeCase, ...] = (
     _mm("gemv-any-layer", (4,), 24, 128, 16, "float16", "gemv",
         "gemv_max_weights = None: the GEMV takes decode on a layer of any size",
         policy=Policy(gemv_max_weights=None)),
-    # fused_mma: gemv_max_m < M <= fused_max_m (128 by default, at most 256), block 16, K % 128 == 0
+    # fused_mma: gemv_max_m < M <= fused_max_m (128 by default, at most 256) and, where fused_wgmma
+    # runs (the CPU backend, Hopper), M < wgmma_min_m (65 by default); block 16, K % 128 == 0
     _mm("fused-m1-decode", (1,), 16, 128, 16, "bfloat16", "fused_mma",
         "M = 1 on a layer too large for the GEMV: gemv.small_layer false (gemv_max_weights = 0), the fused "
         "path takes decode", policy=LARGE_LAYERS_POLICY),
@@ -307,9 +311,12 @@ MATRIX: tuple[ShapeCase, ...] = (
         "gemv_max_m = 0 turns the GEMV off: gemv.m_in_range false at M = 1", policy=Policy(gemv_max_m=0)),
     _mm("fused-m9", (9,), 40, 128, 16, "bfloat16", "fused_mma",
         "M = 9 with gemv_max_m = 8: the first M past the GEMV", bias=True),
+    _mm("fused-m64-edge", (64,), 24, 128, 16, "float16", "fused_mma",
+        "M = 64 = wgmma_min_m - 1: the last M fused_mma takes by default where fused_wgmma runs "
+        "(fused_wgmma.m_in_range false below it), one 64-row M tile", bias=True),
     _mm("fused-m128-edge", (128,), 24, 128, 16, "bfloat16", "fused_mma",
-        "M = 128: the last M the fused path takes by default (fused_max_m = 128), two 64-row M tiles",
-        bias=True),
+        "M = 128 with fused_wgmma off (wgmma_max_m = 0, as on a GPU without it): the last M fused_mma "
+        "takes by default (fused_max_m = 128), two 64-row M tiles", bias=True, policy=NO_WGMMA_POLICY),
     _mm("fused-m256-edge", (256,), 24, 256, 16, "float16", "fused_mma",
         "M = 256 with fused_max_m = 256: the last M the fused kernel takes", policy=FUSED_FULL_POLICY),
     _mm("fused-lead-3x5-tail", (3, 5), 70, 384, 16, "bfloat16", "fused_mma",
@@ -318,11 +325,14 @@ MATRIX: tuple[ShapeCase, ...] = (
         "one row tile, 16 K steps: the H200 split-K structure (4 splits)", bias=True),
     _mm("fused-misaligned-b", (12,), 16, 128, 16, "bfloat16", "fused_mma",
         "misaligned B does not matter to the fused path (vec8's aligned guard false)", misaligned="b"),
-    # fused_wgmma: fused_max_m < M <= wgmma_max_m (256), a Hopper GPU or the CPU backend, block 16,
+    # fused_wgmma: wgmma_min_m (65) <= M <= wgmma_max_m (256), ahead of fused_mma, a Hopper GPU or
+    # the CPU backend, block 16,
     # K % 128 == 0; the plan of tiling.wgmma_plan (whole 128-row tiles, the rest split in K)
+    _mm("wgmma-m65", (65,), 16, 128, 16, "float16", "fused_wgmma",
+        "M = 65 = wgmma_min_m, K % 128 == 0: the first M fused_wgmma takes by default, ahead of fused_mma "
+        "(whose m_in_range still holds)"),
     _mm("wgmma-m129", (129,), 16, 128, 16, "float16", "fused_wgmma",
-        "M = 129, K % 128 == 0: fused_mma.m_in_range false under the default policy (fused_max_m = 128), "
-        "the first M fused_wgmma takes"),
+        "M = 129: fused_mma.m_in_range false too under the default policy (fused_max_m = 128)"),
     _mm("wgmma-m256-edge", (256,), 24, 256, 16, "bfloat16", "fused_wgmma",
         "M = 256 = wgmma_max_m: the last M it takes, one 256-row activation tile", bias=True),
     _mm("wgmma-lead-2x75-tail", (2, 75), 200, 384, 16, "float16", "fused_wgmma",
@@ -331,8 +341,9 @@ MATRIX: tuple[ShapeCase, ...] = (
     _mm("wgmma-whole-tiles-and-split", (130,), 16966, 256, 16, "bfloat16", "fused_wgmma",
         "N = 132 x 128 + 70: one whole wave of 132 tiles in one block each, the left-over partial tile split "
         "in 2 (the plan's two kinds of tile in one call)", bias=True),
-    _mm("wgmma-m1-fused-off", (1,), 16, 256, 16, "bfloat16", "fused_wgmma",
-        "gemv_max_m = 0 and fused_max_m = 0: fused_wgmma takes decode M", policy=Policy(gemv_max_m=0, fused_max_m=0)),
+    _mm("wgmma-m1-min-1", (1,), 16, 256, 16, "bfloat16", "fused_wgmma",
+        "gemv_max_m = 0 and wgmma_min_m = 1: fused_wgmma takes decode M, ahead of fused_mma",
+        policy=Policy(gemv_max_m=0, wgmma_min_m=1)),
     _mm("wgmma-misaligned-b", (140,), 16, 128, 16, "bfloat16", "fused_wgmma",
         "misaligned B does not matter to fused_wgmma (vec8's aligned guard false)", misaligned="b"),
     # fused_mma and fused_wgmma guards false one at a time -> prefill_vec8

@@ -7,15 +7,19 @@ M and the alignment so that exactly that happens. Nothing is generated and throw
 Hypothesis never starves on a filter and shrinking stays inside the requested path.
 
 Policies: the default policy (``Policy()``) takes the decode GEMV for ``1 <= M <= 8`` on layers of
-at most 2^24 weights, every layer drawn here, and lets the fused tensor-core path take the rest
-of ``1 <= M <= 128``. Problems that must reach the fused path or prefill at decode M through the
-GEMV's small_layer guard carry a policy under which every layer is too large for the GEMV
-(:data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY`) in their case's ``policy`` field;
-every other problem runs under the default policy. :meth:`Nvfp4Problem.run` calls the operator
-with the case's policy, so run problems through it (or pass ``problem.case.policy`` on) rather
-than calling the operator with the default policy. Fused problems draw
-``1 <= M <= min(128, max_m)``; prefill problems refuse the fused path by K % 128 != 0, a block
-size other than 16, or M > 128.
+at most 2^24 weights, every layer drawn here, and lets fused_mma take the rest of
+``1 <= M <= 64`` on every backend (up to 128 where fused_wgmma does not run; from 65 on, the CPU
+backend and a Hopper GPU take fused_wgmma, which these strategies do not draw). Problems that
+must reach the fused path or prefill at decode M through the GEMV's small_layer guard carry a
+policy under which every layer is too large for the GEMV
+(:data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY`) in their case's ``policy`` field, and
+prefill problems that refuse fused_mma by its M range carry one with fused_wgmma off
+(:data:`~nvfp4_harness.nvfp4.shapes.NO_WGMMA_POLICY`), since fused_wgmma would take M <= 256 on the CPU backend and a Hopper
+GPU; every other problem runs under the default policy. :meth:`Nvfp4Problem.run` calls the
+operator with the case's policy, so run problems through it (or pass ``problem.case.policy`` on)
+rather than calling the operator with the default policy. Fused problems draw
+``1 <= M <= min(64, max_m)``; prefill problems refuse the fused paths by K % 128 != 0, a block
+size other than 16, or M > 128 with fused_wgmma off.
 
 Every draw calls ``hypothesis.event("path: ...")`` and ``event("why: ...")``, so
 ``pytest --hypothesis-show-statistics`` tells how the examples were spread over paths and
@@ -40,7 +44,7 @@ import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from nvfp4_harness.nvfp4.shapes import DTYPES, LARGE_LAYERS_POLICY, Operands, ShapeCase
+from nvfp4_harness.nvfp4.shapes import DTYPES, LARGE_LAYERS_POLICY, NO_WGMMA_POLICY, Operands, ShapeCase
 from nvfp4_kernels.model import Policy
 
 MATMUL_PATHS = ("gemv", "fused_mma", "prefill_vec8", "prefill_scalar")
@@ -49,6 +53,8 @@ DEQUANT_PATHS = ("prefill_vec8", "prefill_scalar")
 CHUNK_CROSSING_BLOCKS = (2, 4, 6, 10, 12, 14)
 #: the policy of every drawn problem that does not need the GEMV refused by its layer size
 DEFAULT_POLICY = Policy()
+#: the largest M a fused_mma problem may have: past it, fused_wgmma takes the call where it runs
+FUSED_MMA_MAX_M = min(DEFAULT_POLICY.fused_max_m, DEFAULT_POLICY.wgmma_min_m - 1)
 
 
 @dataclass
@@ -103,8 +109,9 @@ def nvfp4_problems(
     Each problem's case carries the policy it must run under (``problem.case.policy``): the
     default policy, or :data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY` where the GEMV
     must refuse a decode M by the layer's size (fused problems at M <= 8, prefill problems whose
-    deciding guard is "K % 128 != 0"). The default ``max_m`` (160) leaves room for M > 128, past
-    the fused path's default range.
+    deciding guard is "K % 128 != 0"), or :data:`NO_WGMMA_POLICY` (prefill problems whose
+    deciding guard is "M > fused_max_m"). The default ``max_m`` (160) leaves room for M > 128,
+    past fused_mma's default range.
     """
     _require(op in ("matmul", "dequantize"), f"op must be 'matmul' or 'dequantize', got {op!r}")
     allowed = MATMUL_PATHS if op == "matmul" else DEQUANT_PATHS
@@ -128,7 +135,7 @@ def nvfp4_problems(
         need = {"gemv": "block_size 16 (or None) and max_k >= 32",
                 "fused_mma": "block_size 16 (or None) and max_k >= 128",
                 "prefill_vec8": "an even block_size (or None) and max_k >= 8, to refuse the GEMV and the "
-                                f"fused path (K % 128 != 0, M > {DEFAULT_POLICY.fused_max_m} or a block size "
+                                f"fused paths (K % 128 != 0, M > {DEFAULT_POLICY.fused_max_m} or a block size "
                                 "other than 16)",
                 "prefill_scalar": "max_k >= 2 (for K % 8 != 0)"}
         raise InvalidArgument(f"no {op} problem can take {path or 'any path'} with block_size={block_size}, "
@@ -187,10 +194,10 @@ def _problems(draw: st.DrawFn, paths: tuple[str, ...], op: str, dtype: str | Non
     elif path == "fused_mma":
         bs, k = 16, 128 * draw(st.integers(1, max_k // 128))
         if why == "M > gemv_max_m, fused guards hold":  # M just past the GEMV
-            m = draw(st.integers(DEFAULT_POLICY.gemv_max_m + 1, min(DEFAULT_POLICY.fused_max_m, max_m)))
+            m = draw(st.integers(DEFAULT_POLICY.gemv_max_m + 1, min(FUSED_MMA_MAX_M, max_m)))
         else:  # every layer too large for the GEMV: decode (M = 1) included
             policy = LARGE_LAYERS_POLICY
-            m = draw(st.integers(1, min(DEFAULT_POLICY.fused_max_m, max_m)))
+            m = draw(st.integers(1, min(FUSED_MMA_MAX_M, max_m)))
         if allow_misaligned:
             misaligned = draw(st.sampled_from([None, "b"]))  # launched on aligned copies
     elif path == "prefill_vec8":
@@ -235,9 +242,10 @@ def _draw_vec8(draw: st.DrawFn, op: str, why: str, bs: int | None, max_m: int,
     "K % 32 != 0"; the fused path refused by the same guard, by K % 128 != 0 or by the block
     size) or a fused guard ("M > fused_max_m", "block_size != 16", which refuse the GEMV too, and
     "K % 128 != 0", under :data:`LARGE_LAYERS_POLICY` so that the GEMV refuses a decode M by the
-    layer's size); the default policy otherwise."""
+    layer's size); "M > fused_max_m" runs under :data:`NO_WGMMA_POLICY`, the rest under the
+    default policy."""
     m: int | None = None
-    policy = LARGE_LAYERS_POLICY if why == "K % 128 != 0" else DEFAULT_POLICY
+    policy = {"K % 128 != 0": LARGE_LAYERS_POLICY, "M > fused_max_m": NO_WGMMA_POLICY}.get(why, DEFAULT_POLICY)
     if why == "block_size != 16":
         bs = bs if bs is not None else _even_block(draw, exclude_16=True)
     elif why == "K % 128 != 0" and bs is None:

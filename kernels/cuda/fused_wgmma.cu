@@ -32,7 +32,7 @@
 // bits depend on the plan, which depends only on (n, k) and the GPU's SM count.
 //
 // The same kernel also runs in fused_mma's K order (MMA_ORDER, nvfp4_launch_fused_wgmma_mma_order;
-// not yet the dispatcher's launch): each lane decodes 32 consecutive codes of a row and step (two
+// the dispatcher's launch since it measured faster at every M, benchmarks/NOTES.md): each lane decodes 32 consecutive codes of a row and step (two
 // decode tables instead of eight), k16 MMA j takes the values fused_mma.cu's MMA j takes, the
 // activations are read from a copy permuted to match, and the bits are fused_mma's at the same K
 // ranges. Its dev variants (narrow tiles, staged weights) are scripts/ws_dev/mma_order_dev.py's.
@@ -209,11 +209,12 @@ struct WgmmaPlan {
 // bytes of a row and step hold exactly its fragments' codes, signs placed; scale bytes
 // tile-contiguous), which saves the quad's three extra 16-byte loads and the byte gathers.
 // NACT (activation rows a block, the wgmma's N) and MIN_BLOCKS (resident blocks an SM, by the
-// launch bounds): the library launches 256 and 1; narrower tiles are the dev measurement of
-// scripts/ws_dev/narrow_dev.py (same bits; slower than fused_mma at M <= 64, benchmarks/NOTES.md,
-// fifteenth session).
-// MMA_ORDER (dev only, scripts/ws_dev/mma_order_dev.py; the library launches false): fused_mma's
-// K order instead of the natural one. Lane t then holds the 32 consecutive codes 32 t .. 32 t + 31
+// launch bounds): the library launches one block an SM, 256 rows in the natural K order and the
+// narrowest of 64, 128, 192 and 256 that holds M in fused_mma's (mma_order_act_tile); more blocks
+// an SM are the dev measurements of scripts/ws_dev/narrow_dev.py and mma_order_dev.py (same bits
+// at the same plan; benchmarks/NOTES.md, fifteenth and seventeenth sessions).
+// MMA_ORDER (the dispatcher's launch, nvfp4_launch_fused_wgmma_mma_order; the natural-order
+// exports launch false): fused_mma's K order instead of the natural one. Lane t then holds the 32 consecutive codes 32 t .. 32 t + 31
 // of each row and step (two scale blocks, so two decode tables a row and step instead of eight),
 // k16 MMA j takes K = 32 (c % 8 / 2) + 4 j + 2 (c / 8) + c % 2 at its column c, exactly the
 // slots of fused_mma.cu's MMA j, and the activations are read from a copy permuted to match
@@ -519,6 +520,25 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
 
 bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+// fused_mma's K order: the activation tile (the wgmma's N, rows of the permuted copy a block
+// reads) for m rows: the narrowest of 64, 128, 192 and 256 that holds them. A block takes one
+// activation tile and every K step of its weight rows' range either way, so the plan and the bits
+// do not depend on it (the dev variants had fused_mma's bits at every width); the narrower tile
+// does fewer MMAs and decodes the same weights: 64.3 us instead of 75.6 at M = 128 on a
+// registered 17408 x 5120 weight, 72.3 instead of 79.1 at M = 192 (benchmarks/NOTES.md).
+constexpr int mma_order_act_tile(int m) { return m <= 64 ? 64 : m <= 128 ? 128 : m <= 192 ? 192 : kWgActRows; }
+
+// launch_wgmma for either output type, one block a multiprocessor (the plan's waves)
+template <bool RELAYOUT, bool MMA_ORDER, int NACT>
+cudaError_t launch_either_type(int32_t out_bf16, const void* a, const void* packed, const void* scales, const void* g,
+                               const void* bias, void* out, float* workspace, int m, int n, int k,
+                               const WgmmaPlan& plan, cudaStream_t stream, void* act_ws) {
+  return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT, 1, MMA_ORDER>(a, packed, scales, g, bias, out,
+                                                                              workspace, m, n, k, plan, stream, act_ws)
+                  : launch_wgmma<__half, RELAYOUT, NACT, 1, MMA_ORDER>(a, packed, scales, g, bias, out, workspace, m,
+                                                                       n, k, plan, stream, act_ws);
+}
+
 // The exports' argument checks (cudaErrorInvalidValue for anything the kernel cannot take), then
 // the launch on the layout RELAYOUT names, in the K order MMA_ORDER names (which needs act_ws).
 template <bool RELAYOUT, bool MMA_ORDER = false>
@@ -541,12 +561,29 @@ int launch_checked(const void* a, const void* packed, const void* scales, const 
   if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
   const WgmmaPlan plan{whole_tiles, static_cast<int>(tiles), splits, per};
   const int ni = static_cast<int>(n), ki = static_cast<int>(k);
-  const cudaError_t err =
-      out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, kWgActRows, 1, MMA_ORDER>(a, packed, scales, g, bias, out,
-                                                                                 workspace, m, ni, ki, plan, stream,
-                                                                                 act_ws)
-               : launch_wgmma<__half, RELAYOUT, kWgActRows, 1, MMA_ORDER>(a, packed, scales, g, bias, out, workspace,
-                                                                          m, ni, ki, plan, stream, act_ws);
+  cudaError_t err;
+  if constexpr (MMA_ORDER) {
+    switch (mma_order_act_tile(m)) {
+      case 64:
+        err = launch_either_type<RELAYOUT, true, 64>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki,
+                                                     plan, stream, act_ws);
+        break;
+      case 128:
+        err = launch_either_type<RELAYOUT, true, 128>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki,
+                                                      plan, stream, act_ws);
+        break;
+      case 192:
+        err = launch_either_type<RELAYOUT, true, 192>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki,
+                                                      plan, stream, act_ws);
+        break;
+      default:
+        err = launch_either_type<RELAYOUT, true, kWgActRows>(out_bf16, a, packed, scales, g, bias, out, workspace, m,
+                                                             ni, ki, plan, stream, act_ws);
+    }
+  } else {
+    err = launch_either_type<RELAYOUT, false, kWgActRows>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni,
+                                                          ki, plan, stream, act_ws);
+  }
   return static_cast<int>(err);
 }
 
@@ -585,8 +622,8 @@ int nvfp4_launch_fused_wgmma_tiled(const void* a, const void* packed, const void
                                      splits, stream);
 }
 
-// fused_mma's K order (the kernel's MMA_ORDER; not yet the dispatcher's launch, benchmarks/NOTES.md,
-// sixteenth session): the same product with fused_mma's bits at the same K ranges. packed and
+// fused_mma's K order (the kernel's MMA_ORDER; the dispatcher's launch, benchmarks/NOTES.md,
+// sixteenth and seventeenth sessions): the same product with fused_mma's bits at the same K ranges. packed and
 // scales are the contract's row-major ones, or with `tiled` fused_mma's tile-contiguous copy
 // (nvfp4_kernels.layout.tile_weights, signs placed). act_ws: nvfp4_fused_wgmma_act_rows(m) x k
 // values of a's type, 16-byte aligned, which the launch fills with the permuted activations (a
@@ -601,8 +638,10 @@ int nvfp4_launch_fused_wgmma_mma_order(const void* a, void* act_ws, const void* 
                                                     whole_tiles, splits, stream, act_ws);
 }
 
-// Rows of the permuted activations nvfp4_launch_fused_wgmma_mma_order needs for m rows (whole
-// activation tiles; 0 for m < 1).
-int64_t nvfp4_fused_wgmma_act_rows(int32_t m) { return m < 1 ? 0 : nvfp4::permuted_rows(m, nvfp4::kWgActRows); }
+// Rows of the permuted activations nvfp4_launch_fused_wgmma_mma_order needs for m rows (one
+// whole activation tile of the width the launch takes for m; 0 for m < 1).
+int64_t nvfp4_fused_wgmma_act_rows(int32_t m) {
+  return m < 1 ? 0 : nvfp4::permuted_rows(m, nvfp4::mma_order_act_tile(m));
+}
 
 }  // extern "C"
