@@ -319,7 +319,9 @@ def test_fused_mma_order_refuses_what_it_cannot_take() -> None:
                                                      g.data_ptr(), None, out.data_ptr(), None, 4, 200, 1024, 1, 2, 1,
                                                      0, stream)
         assert err == 1, act_ptr
-    assert [lib.nvfp4_fused_wgmma_act_rows(m) for m in (0, 1, 256)] == [0, 256, 256]
+    # one activation tile, the narrowest of 64, 128, 192 and 256 rows that holds M
+    ms = (0, 1, 64, 65, 128, 129, 192, 193, 256)
+    assert [lib.nvfp4_fused_wgmma_act_rows(m) for m in ms] == [0, 64, 64, 128, 128, 192, 192, 256, 256]
 
 
 @needs_hopper

@@ -46,8 +46,8 @@ def run_case(m, k, block_size=16, misaligned=False, large=False, n=32):
 '''
 
 #: (m, k, block_size, misaligned, large): every reachable path and guard side on the CPU;
-#: (16, 128, 16) takes fused_mma, (129, 128, 16) is past its default M range (fused_max_m = 128)
-#: and (1, 128, 16) on a layer too large for the GEMV takes it at decode
+#: (16, 128, 16) takes fused_mma, (129, 128, 16) fused_wgmma past fused_mma's default M range
+#: (fused_max_m = 128) and (1, 128, 16) on a layer too large for the GEMV takes fused_mma at decode
 FULL = [(1, 32, 16, False, False), (16, 64, 16, False, False), (1, 64, 32, False, False),
         (1, 40, 16, False, False), (16, 36, 16, False, False), (16, 40, 5, False, False),
         (16, 64, 16, True, False), (3, 64, 16, False, False), (16, 128, 16, False, False),
