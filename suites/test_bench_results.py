@@ -11,10 +11,12 @@ before committing it).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import statistics
+import subprocess
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -226,7 +228,7 @@ def test_committed_multi_gpu_results_are_consistent(path: Path) -> None:
 def _newest_with_paths() -> tuple[Path, dict[str, Any]] | None:
     found = [(p, _load(p)) for p in FILES]
     found = [(p, r) for p, r in found if any(row.get("section") == "paths" for row in r["rows"])]
-    return max(found, key=lambda x: (x[1]["provenance"].get("date", ""), x[0].name)) if found else None
+    return max(found, key=_newest_first_key) if found else None
 
 
 def _paths_times(results: dict[str, Any]) -> dict[tuple[int, int], dict[int, dict[str, float]]]:
@@ -293,8 +295,9 @@ def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:
 def test_the_fused_wgmma_range_is_the_committed_measured_crossover() -> None:
     """The same for the Hopper path: in the newest committed run whose "paths" section timed
     fused_wgmma (benchmarks/results/, or a bench-*.json of benchmarks/experiments/ made on the
-    kernel that was merged), fused_mma is fastest up to Policy().wgmma_min_m - 1 and fused_wgmma
-    from there up to Policy().wgmma_max_m, on both large shapes."""
+    kernel that was merged; of one day's runs, the one of the latest commit), fused_mma is
+    fastest up to Policy().wgmma_min_m - 1 and fused_wgmma from there up to Policy().wgmma_max_m,
+    on both large shapes."""
     from nvfp4_kernels.model import Policy
 
     runs = [(p, _load(p)) for p in FILES + sorted((REPO / "benchmarks" / "experiments").glob("bench-*.json"))]
@@ -302,7 +305,7 @@ def test_the_fused_wgmma_range_is_the_committed_measured_crossover() -> None:
             if any(row.get("section") == "paths" and row["kernel"] == "fused_wgmma" for row in r.get("rows", []))]
     if not runs:
         pytest.skip("no committed run timed fused_wgmma in its 'paths' section yet")
-    path, results = max(runs, key=lambda x: (x[1]["provenance"].get("date", ""), x[0].name))
+    path, results = max(runs, key=_newest_first_key)
     assert results["provenance"]["gpu"].startswith("NVIDIA H"), f"{path.name}: fused_wgmma runs on Hopper"
     times = _paths_times(results)
     assert set(times) == {(17408, 5120), (5120, 17408)}, f"{path.name}: the sweep must cover both large shapes"
@@ -311,6 +314,26 @@ def test_the_fused_wgmma_range_is_the_committed_measured_crossover() -> None:
         f"{path.name} measured fused_mma fastest up to M = {found['fused_best']} and fused_wgmma from there up to "
         f"M = {found['wgmma']}; set Policy(wgmma_min_m={found['fused_best'] + 1}, wgmma_max_m={found['wgmma']}) "
         f"(kernels/model.py)")
+
+
+@functools.lru_cache(maxsize=1)
+def _history() -> tuple[str, ...]:
+    """The repository's commits, newest first (empty outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-list", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(out.stdout.split()) if out.returncode == 0 else ()
+
+
+def _newest_first_key(run: tuple[Path, dict[str, Any]]) -> tuple[str, int, str]:
+    """Sort key of a committed run, larger for newer: its day, then (runs carry the day only) how
+    late in the history its commit is, then its file name."""
+    path, results = run
+    commit = str(results["provenance"].get("git_commit", ""))
+    history = _history()
+    position = next((len(history) - i for i, sha in enumerate(history) if commit and sha.startswith(commit)), 0)
+    return results["provenance"].get("date", ""), position, path.name
 
 
 #: committed H200 sweeps that timed the fused kernel at forced K split counts (L2 flushed)
