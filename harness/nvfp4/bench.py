@@ -90,6 +90,7 @@ from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's pub
     load_layers,
     make_row,
     median,
+    new_results_path,
     path_choice,
     percentile,
     prefill_bytes,
@@ -688,9 +689,10 @@ def _load_backend() -> tuple[Any | None, str]:
     return (cuda_backend, f"available (library loaded in {took:.1f} s)") if ok else (None, f"unavailable: {why}")
 
 
-def write_results(results: dict[str, Any], out_dir: str | os.PathLike[str]) -> Path:
-    """Write the results JSON (also after each section, so a cut-off run leaves its rows)."""
-    path = results_path(out_dir, results["provenance"]["gpu"], results["provenance"]["date"])
+def write_results(results: dict[str, Any], out_dir: str | os.PathLike[str], path: Path | None = None) -> Path:
+    """Write the results JSON (also after each section, so a cut-off run leaves its rows) to
+    ``path``, by default the day's :func:`results_path` in ``out_dir``."""
+    path = path or results_path(out_dir, results["provenance"]["gpu"], results["provenance"]["date"])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -769,6 +771,8 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
 
     results: dict[str, Any] = {"provenance": prov, "rows": runner.rows, "failures": runner.failures,
                                "host": runner.host_rows}
+    # chosen once: every save of this run rewrites its own file, never an earlier run's
+    target = new_results_path(out_dir, prov["gpu"], prov["date"])
     saved: list[Path] = []
 
     def save(final: bool = False) -> None:
@@ -785,7 +789,7 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
                                                  Policy().wgmma_max_m, Policy().wgmma_min_m)
         if "replay" in plan.sections:
             results["replay"] = replay_summary(load_layers(plan.layers), runner.rows, plan.replay_tokens)
-        saved[:] = [write_results(results, out_dir)]
+        saved[:] = [write_results(results, out_dir, target)]
 
     run_sections(runner, plan, save)
     save(final=True)

@@ -462,3 +462,15 @@ def slugify(text: str) -> str:
 def results_path(out_dir: str | os.PathLike[str], gpu: str, date: str) -> Path:
     """``<out>/<gpu slug>-<YYYY-MM-DD>.json``."""
     return Path(out_dir) / f"{slugify(gpu)}-{date}.json"
+
+
+def new_results_path(out_dir: str | os.PathLike[str], gpu: str, date: str) -> Path:
+    """The results file of a run that starts now: :func:`results_path`, or the first of
+    ``<name>-2.json``, ``<name>-3.json`` ... that no earlier run wrote, so that a second run on
+    the same day (``--only paths`` then ``--only host``, say) does not overwrite the first."""
+    base = results_path(out_dir, gpu, date)
+    path, n = base, 1
+    while path.exists() or path.with_suffix(".json.tmp").exists():
+        n += 1
+        path = base.with_name(f"{base.stem}-{n}{base.suffix}")
+    return path
