@@ -492,6 +492,56 @@ def _synthetic_results() -> tuple[dict[str, Any], dict[str, str]]:
     return results, expected
 
 
+#: section "paths" on both shapes, by hand: M -> (gemv, fused_mma, fused_wgmma, prefill) us
+HOPPER_PATHS = {1: (33.0, 30.0, 75.0, 115.0), 16: (None, 35.0, 75.0, 115.0), 64: (None, 60.0, 78.0, 116.0),
+                96: (None, 100.0, 72.0, 116.0), 128: (None, 105.0, 73.0, 118.0), 160: (None, 150.0, 77.0, 122.0),
+                256: (None, 180.0, 87.0, 130.0), 512: (None, None, None, 180.0)}
+
+
+def _hopper_paths_rows() -> list[dict[str, Any]]:
+    rows = []
+    for n, k in bench.LARGE_SHAPES:
+        for m, times in HOPPER_PATHS.items():
+            for kernel, us in zip(("gemv", "fused_mma", "fused_wgmma", "prefill"), times, strict=True):
+                if us is not None:
+                    rows.append(_row(kernel, m, us, n, k, "paths", 20.0))
+    return rows
+
+
+def test_path_choice_separates_fused_mmas_hopper_range_from_its_range_against_prefill() -> None:
+    """Read off HOPPER_PATHS: the GEMV never wins (33 > 30 at M = 1); fused_mma wins up to M = 64
+    and loses to fused_wgmma at 96 (100 > 72), so fused_wgmma starts at 65; fused_mma still beats
+    prefill up to M = 128 (105 <= 118) but not at 160 (150 > 122), its range without fused_wgmma;
+    fused_wgmma wins up to 256, the kernel's limit."""
+    rows = _hopper_paths_rows()
+    choice = bench.path_choice(rows, bench.LARGE_SHAPES, 0, 128, 256, 65)
+    got = {key: choice[f"{key}_recommended"] for key in ("gemv_max_m", "fused_max_m", "wgmma_min_m", "wgmma_max_m")}
+    assert got == {"gemv_max_m": 0, "fused_max_m": 128, "wgmma_min_m": 65, "wgmma_max_m": 256}
+    assert choice["policy_matches"] and "DIFFERENT" not in choice["summary"]
+    other = bench.path_choice(rows, bench.LARGE_SHAPES, 0, 128, 256, 97)
+    assert not other["policy_matches"] and other["summary"].endswith("(DIFFERENT from the measurement)")
+    # a run of the policy of its day (fused_wgmma after fused_mma, no wgmma_min_m): fused_mma's
+    # range had to beat fused_wgmma too
+    old = bench.path_choice(rows, bench.LARGE_SHAPES, 0, 128, 256)
+    assert (old["fused_max_m_recommended"], old["wgmma_max_m_recommended"]) == (64, 256)
+    assert "wgmma_min_m_recommended" not in old and not old["policy_matches"]
+
+
+def test_the_chosen_path_row_follows_the_policy_of_the_run() -> None:
+    rows = _hopper_paths_rows()
+    n, k = bench.LARGE_SHAPES[0]
+    chosen = {m: bench_report.chosen_path_row(rows, n, k, m, 0, 128, 256, 65)["kernel"] for m in HOPPER_PATHS}
+    assert chosen == {1: "fused_mma", 16: "fused_mma", 64: "fused_mma", 96: "fused_wgmma", 128: "fused_wgmma",
+                      160: "fused_wgmma", 256: "fused_wgmma", 512: "prefill"}
+    before = {m: bench_report.chosen_path_row(rows, n, k, m, 0, 128, 256)["kernel"] for m in HOPPER_PATHS}
+    assert before == chosen | {96: "fused_mma", 128: "fused_mma"}
+    # a GPU without fused_wgmma: no rows of it, fused_mma up to fused_max_m
+    no_wgmma = [r for r in rows if r["kernel"] != "fused_wgmma"]
+    elsewhere = {m: bench_report.chosen_path_row(no_wgmma, n, k, m, 0, 128, None, None)["kernel"] for m in HOPPER_PATHS}
+    assert elsewhere == {1: "fused_mma", 16: "fused_mma", 64: "fused_mma", 96: "fused_mma", 128: "fused_mma",
+                         160: "prefill", 256: "prefill", 512: "prefill"}
+
+
 def test_the_m256_target_is_stated_for_the_registered_wgmma_copy_too() -> None:
     """Where the policy takes fused_wgmma, the target is computed for its row-major row and again
     for its row on the registered tile-contiguous copy (fused_wgmma_tiled), each against the same
