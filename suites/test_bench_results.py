@@ -150,7 +150,7 @@ def test_the_newest_results_use_the_granular_copy_ceiling() -> None:
     """The run BENCHMARKS.md and the README quote was timed against the granular copy."""
     if not FILES:
         pytest.skip(NONE_COMMITTED)
-    newest = max((p for p in FILES if _load(p)["rows"]), key=lambda p: (_load(p)["provenance"].get("date", ""), p.name))
+    newest = max(((p, _load(p)) for p in FILES if _load(p)["rows"]), key=_newest_first_key)[0]
     copies = [row for row in _load(newest)["rows"] if row["kernel"] == "copy"]
     assert copies and all("copied_bytes" in row for row in copies), newest.name
 
@@ -179,8 +179,8 @@ def test_provenance_is_complete(results: tuple[Path, dict[str, Any]]) -> None:
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", prov["date"])
     assert not {"hostname", "host", "node"} & set(prov), "provenance must not name the host"
     slug = re.sub(r"[^a-z0-9]+", "-", prov["gpu"].lower()).strip("-")
-    # an earlier run of the same day keeps its file under its commit's name (the bench writes
-    # <gpu>-<date>.json; the day's later run takes that name)
+    # one run of a day is <gpu>-<date>.json, the others carry their commit's name (the bench
+    # names a day's later run so; earlier days' files were renamed by hand)
     names = {f"{slug}-{prov['date']}.json", f"{slug}-{prov['date']}-{prov['git_commit']}.json"}
     assert path.name in names, f"{path.name} is not named <gpu>-<date>.json or <gpu>-<date>-<commit>.json"
 
@@ -188,7 +188,7 @@ def test_provenance_is_complete(results: tuple[Path, dict[str, Any]]) -> None:
 def test_benchmarks_md_is_generated_from_the_newest_results(tmp_path: Path) -> None:
     from nvfp4_harness.nvfp4.bench_report import render_benchmarks
 
-    newest = max((p for p in FILES if _load(p)["rows"]), key=lambda p: (_load(p)["provenance"].get("date", ""), p.name))
+    newest = max(((p, _load(p)) for p in FILES if _load(p)["rows"]), key=_newest_first_key)[0]
     regenerated = tmp_path / "BENCHMARKS.md"
     regenerated.write_text(render_benchmarks(newest), encoding="utf-8")
     assert MARKDOWN.exists(), f"{MARKDOWN} is missing; run python -m nvfp4_harness bench-report {newest}"

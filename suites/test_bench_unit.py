@@ -383,14 +383,19 @@ def test_dry_run_verifies_times_and_writes_every_kind_of_row(tmp_path: Path) -> 
 
 def test_a_second_run_of_the_day_writes_its_own_file(tmp_path: Path) -> None:
     """Two runs on one day (say --only paths, then --only host) keep both results: the second
-    takes the next free name, and each run's later saves rewrite its own file only."""
+    takes its commit's name (or, without one, the next free number), and each run's later saves
+    rewrite its own file only."""
     first, first_path = _dry_run(tmp_path, ReferenceBackend(), sections=("gemv",))
     second, second_path = _dry_run(tmp_path, ReferenceBackend(), sections=("dequant", "gemv"))
     assert (first_path.name, second_path.name) == ("dry-run-cpu-2026-01-02.json", "dry-run-cpu-2026-01-02-2.json")
     assert json.loads(first_path.read_text())["rows"] == json.loads(json.dumps(first["rows"]))
     assert {r["section"] for r in json.loads(second_path.read_text())["rows"]} == {"dequant", "gemv"}
-    (tmp_path / "results" / "dry-run-cpu-2026-01-02-3.json.tmp").write_text("{}")  # a run cut off mid-write
-    assert bench.new_results_path(tmp_path / "results", "Dry Run CPU", "2026-01-02").name == \
+    results = tmp_path / "results"
+    assert bench.new_results_path(results, "Dry Run CPU", "2026-01-02", "abc1234").name == \
+        "dry-run-cpu-2026-01-02-abc1234.json"
+    (results / "dry-run-cpu-2026-01-02-abc1234.json").write_text("{}")
+    (results / "dry-run-cpu-2026-01-02-3.json.tmp").write_text("{}")  # a run cut off mid-write
+    assert bench.new_results_path(results, "Dry Run CPU", "2026-01-02", "abc1234").name == \
         "dry-run-cpu-2026-01-02-4.json"
 
 

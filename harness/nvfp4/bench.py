@@ -772,7 +772,7 @@ def execute(runner: Runner, plan: Plan, prov: dict[str, Any], out_dir: str | os.
     results: dict[str, Any] = {"provenance": prov, "rows": runner.rows, "failures": runner.failures,
                                "host": runner.host_rows}
     # chosen once: every save of this run rewrites its own file, never an earlier run's
-    target = new_results_path(out_dir, prov["gpu"], prov["date"])
+    target = new_results_path(out_dir, prov["gpu"], prov["date"], prov.get("git_commit"))
     saved: list[Path] = []
 
     def save(final: bool = False) -> None:

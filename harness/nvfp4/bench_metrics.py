@@ -464,13 +464,21 @@ def results_path(out_dir: str | os.PathLike[str], gpu: str, date: str) -> Path:
     return Path(out_dir) / f"{slugify(gpu)}-{date}.json"
 
 
-def new_results_path(out_dir: str | os.PathLike[str], gpu: str, date: str) -> Path:
-    """The results file of a run that starts now: :func:`results_path`, or the first of
-    ``<name>-2.json``, ``<name>-3.json`` ... that no earlier run wrote, so that a second run on
-    the same day (``--only paths`` then ``--only host``, say) does not overwrite the first."""
+def new_results_path(out_dir: str | os.PathLike[str], gpu: str, date: str, commit: str | None = None) -> Path:
+    """The results file of a run that starts now: :func:`results_path` if no earlier run wrote
+    it, else ``<name>-<commit>.json`` (the repository's name for a day's second run), else the
+    first free ``<name>-2.json``, ``<name>-3.json`` ..., so that a second run on the same day
+    (``--only paths``, then ``--only host``, say) does not overwrite the first."""
     base = results_path(out_dir, gpu, date)
-    path, n = base, 1
-    while path.exists() or path.with_suffix(".json.tmp").exists():
+
+    def free(path: Path) -> bool:
+        return not path.exists() and not path.with_suffix(".json.tmp").exists()
+
+    candidates = [base] + ([base.with_name(f"{base.stem}-{commit}{base.suffix}")] if commit else [])
+    for path in candidates:
+        if free(path):
+            return path
+    n = 2
+    while not free(path := base.with_name(f"{base.stem}-{n}{base.suffix}")):
         n += 1
-        path = base.with_name(f"{base.stem}-{n}{base.suffix}")
     return path
