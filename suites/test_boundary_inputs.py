@@ -71,6 +71,11 @@ def test_huge_block_sizes_are_refused_not_overflowed(weights, block_size):
     (dict(fused_max_m=True), r"fused_max_m=...\) must be an int, got True"),
     (dict(fused_max_m=-1), r"fused_max_m=...\) must be in \[0, 256\] .*got -1"),
     (dict(fused_max_m=257), r"fused_max_m=...\) must be in \[0, 256\] .*got 257"),
+    (dict(wgmma_min_m="65"), r"wgmma_min_m=...\) must be an int, got '65'"),
+    (dict(wgmma_min_m=False), r"wgmma_min_m=...\) must be an int, got False"),
+    (dict(wgmma_min_m=0), r"wgmma_min_m=...\) must be in \[1, 256\] .*wgmma_max_m=0 turns the path off.*got 0"),
+    (dict(wgmma_min_m=257), r"wgmma_min_m=...\) must be in \[1, 256\] .*got 257"),
+    (dict(wgmma_max_m=257), r"wgmma_max_m=...\) must be in \[0, 256\] .*got 257"),
     (dict(native_fp4_enabled="no"), r"native_fp4_enabled=...\) must be True or False, got 'no'"),
     (dict(force_path="fast"), r"force_path=...\) must be one of"),
 ])
