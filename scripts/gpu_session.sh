@@ -10,7 +10,8 @@
 #         (NVFP4_SKIP_NCU=1 leaves the profile out);
 # paths:  the benchmark's "paths" section only (every path at every M, the policy's crossovers and
 #         issue #10's targets);
-# mutants: the CUDA mutants (mutate --gpu) against the GPU suites (after verify has recorded goldens);
+# mutants: the CUDA mutants (mutate --gpu) against the GPU suites (after verify has recorded goldens;
+#         NVFP4_MUTANTS_PART=1/2, then 2/2, splits them over two calls);
 # bench:  every benchmark section beside the copy ceiling;
 # wgmma:  the fused_wgmma path's own evidence: an ncu profile of its launches (row-major and
 #         fragment-ordered, fixtures/gpu/ncu-wgmma.txt) and its CUDA mutants
@@ -67,9 +68,14 @@ fi
 
 if wants mutants; then
   step "GPU mutants: bugs planted in the CUDA sources, the GPU suites must catch each"
-  python3 -m nvfp4_harness mutate --gpu --pytest-args="-n 8" --out fixtures/gpu/mutation-gpu.json 2>&1 \
-    | tee "$OUT/mutate-gpu.log" | tail -14 || status=1
-  cp fixtures/gpu/mutation-gpu.json "$OUT/" 2>/dev/null
+  # NVFP4_MUTANTS_PART=K/N plants the K-th of N slices of the table (the whole table does not fit
+  # one 10-minute device call); the file is rewritten after every mutant, so a cut-off run keeps
+  # what it measured. Join the parts' mutants into fixtures/gpu/mutation-gpu.json.
+  part=${NVFP4_MUTANTS_PART:-}
+  out_name=mutation-gpu${part:+-part-${part//\//-of-}}.json
+  python3 -m nvfp4_harness mutate --gpu --pytest-args="-n 8" ${part:+--part "$part"} --out "fixtures/gpu/$out_name" \
+    2>&1 | tee "$OUT/mutate-gpu.log" | tail -14 || status=1
+  cp "fixtures/gpu/$out_name" "$OUT/" 2>/dev/null
 fi
 
 if wants bench; then

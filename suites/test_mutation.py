@@ -6,6 +6,7 @@ and is a separate, slow command; these checks are cheap.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import textwrap
@@ -112,6 +113,55 @@ def test_cli_list_and_check(capsys: pytest.CaptureFixture[str]) -> None:
         mutation.main(["--only", "no-such-mutant"])
 
 
+def test_parts_cover_the_table_once_in_order() -> None:
+    table = list(mutation.GPU_MUTATIONS)
+    for n in range(1, 6):
+        parts = [mutation.table_part(table, f"{k}/{n}") for k in range(1, n + 1)]
+        assert [m for part in parts for m in part] == table, n
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1, n
+    for bad in ("0/2", "3/2", "1", "a/b", "1/0"):
+        with pytest.raises(ValueError, match="K/N"):
+            mutation.table_part(table, bad)
+    with pytest.raises(SystemExit):
+        mutation.main(["--part", "3/2", "--list"])
+
+
+def test_a_run_cut_off_keeps_the_outcomes_it_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out is rewritten after the baseline and after each mutant, marked incomplete, so a run
+    killed by a time limit (the device's, say) leaves what it measured; the last write says
+    complete."""
+    out = tmp_path / "outcomes.json"
+    names = [m.name for m in mutation.table_part(list(MUTATIONS), "1/1")[:2]]
+    seen: list[dict] = []
+
+    def cut_off_run(mutations, *args, progress=None, **kwargs):
+        base = mutation.Outcome("(none: baseline)", "passed", 1.0, "")
+        progress(base, [])
+        first = [mutation.Outcome(mutations[0].name, "caught", 2.0, "FAILED x")]
+        progress(base, first)
+        seen.append(json.loads(out.read_text()))
+        raise KeyboardInterrupt  # the time limit
+
+    monkeypatch.setattr(mutation, "run", cut_off_run)
+    with pytest.raises(KeyboardInterrupt):
+        mutation.main(["--only", ",".join(names), "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert record == seen[0] and record["complete"] is False and record["planned"] == names
+    assert [(r["name"], r["status"]) for r in record["mutants"]] == [(names[0], "caught")]
+    assert record["baseline"]["status"] == "passed"
+
+    def whole_run(mutations, *args, progress=None, **kwargs):
+        base = mutation.Outcome("(none: baseline)", "passed", 1.0, "")
+        outcomes = [mutation.Outcome(m.name, "caught", 2.0, "FAILED x") for m in mutations]
+        progress(base, outcomes)
+        return base, outcomes
+
+    monkeypatch.setattr(mutation, "run", whole_run)
+    assert mutation.main(["--only", ",".join(names), "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["complete"] is True and [r["name"] for r in record["mutants"]] == names
+
+
 # --- the CUDA mutants (``mutate --gpu``) -----------------------------------------------------------
 
 GPU_RESULTS = mutation.PROJECT_ROOT / "fixtures" / "gpu" / "mutation-gpu.json"
@@ -157,6 +207,7 @@ def test_the_committed_gpu_mutation_run_caught_every_current_mutant() -> None:
         pytest.skip(f"{GPU_RESULTS.name} is not committed yet: run python -m nvfp4_harness mutate --gpu "
                     f"--out fixtures/gpu/mutation-gpu.json on a GPU machine")
     record = json.loads(GPU_RESULTS.read_text())
+    assert record.get("complete", True), "the committed run was cut off before its last mutant"
     assert record["baseline"]["status"] == "passed"
     assert {r["name"] for r in record["mutants"]} == {m.name for m in mutation.GPU_MUTATIONS}
     assert all(r["status"] == "caught" for r in record["mutants"]), [

@@ -37,6 +37,10 @@ Usage::
     python -m nvfp4_harness mutate --list          # what would be planted
     python -m nvfp4_harness mutate --only gemv-bias-after-rounding,negative-zero-lost
     python -m nvfp4_harness mutate --pytest-args="-n 2"   # extra pytest arguments (e.g. xdist)
+    python -m nvfp4_harness mutate --gpu --part 1/2 --out a.json   # half the table (a time limit)
+
+``--out`` is rewritten after the baseline and after every mutant (``"complete": false`` until
+the last), so a run cut off by a time limit keeps the outcomes it has.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -474,8 +478,12 @@ def imports_from(copy: Path) -> str | None:
 
 def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: Sequence[str] = (),
         timeout: float = 1800.0, baseline: bool = True, keep: bool = False,
-        log=print, gpu: bool = False) -> tuple[Outcome | None, list[Outcome]]:
-    """Plant each mutation in a temporary copy of ``root`` and run the suites; see the module doc."""
+        log=print, gpu: bool = False,
+        progress: Callable[[Outcome | None, list[Outcome]], None] | None = None
+        ) -> tuple[Outcome | None, list[Outcome]]:
+    """Plant each mutation in a temporary copy of ``root`` and run the suites; see the module doc.
+    ``progress(baseline, outcomes so far)`` is called after the baseline and after every mutant,
+    so that a run cut off by a time limit still leaves what it measured."""
     workdir = Path(tempfile.mkdtemp(prefix="nvfp4-mutants-"))
     try:
         copy = copy_project(root, workdir / root.name)
@@ -494,9 +502,11 @@ def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: S
             rc, out, secs = run_suite(copy, pytest_args, timeout, gpu)
             base = Outcome("(none: baseline)", "passed" if rc == 0 else "ERROR", secs,
                            "" if rc == 0 else f"exit {rc}: {_first_failure(out)}")
+            if progress is not None:
+                progress(base, [])
             if rc != 0:
                 return base, []
-        outcomes = []
+        outcomes: list[Outcome] = []
         for mutation in mutations:
             target = copy / mutation.file
             original = target.read_text() if target.is_file() else None
@@ -528,6 +538,8 @@ def run(mutations: Sequence[Mutation], root: Path = PROJECT_ROOT, pytest_args: S
                 status, detail = "ERROR", f"pytest exit {rc}: {_first_failure(out)}"
             outcomes.append(Outcome(mutation.name, status, secs, detail))
             log(f"{mutation.name}: {status} ({secs:.1f} s)")
+            if progress is not None:
+                progress(base, outcomes)
         return base, outcomes
     finally:
         if keep:
@@ -550,8 +562,9 @@ def format_table(outcomes: Sequence[Outcome], mutations: Sequence[Mutation]) -> 
 
 
 def write_outcomes(path: Path, outcomes: Sequence[Outcome], mutations: Sequence[Mutation], base: Outcome | None,
-                   gpu: bool, argv: Sequence[str]) -> None:
-    """The run's outcomes as JSON, with the machine's provenance (GPU, driver, CUDA, torch)."""
+                   gpu: bool, argv: Sequence[str], complete: bool = True) -> None:
+    """The run's outcomes as JSON, with the machine's provenance (GPU, driver, CUDA, torch);
+    ``complete`` False while mutants of the run are still to come."""
     import datetime as _dt
 
     bugs = {m.name: m for m in mutations}
@@ -561,13 +574,27 @@ def write_outcomes(path: Path, outcomes: Sequence[Outcome], mutations: Sequence[
                     "baseline": None if base is None else {"status": base.status, "seconds": round(base.seconds, 1)},
                     "mutants": [{"name": o.name, "file": bugs[o.name].file, "bug": bugs[o.name].bug,
                                  "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail}
-                                for o in outcomes]}
+                                for o in outcomes],
+                    "complete": complete, "planned": [m.name for m in mutations]}
     if gpu:
         from nvfp4_harness.nvfp4.provenance import gpu_provenance
 
         record["provenance"] = gpu_provenance()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def table_part(mutations: Sequence[Mutation], part: str) -> list[Mutation]:
+    """The K-th of N consecutive, near-equal slices of ``mutations`` (``part`` = "K/N"): the N
+    parts cover the table once, in order, so N runs that each fit a time limit plant every
+    mutant exactly once."""
+    try:
+        k, n = (int(x) for x in part.split("/"))
+    except ValueError:
+        raise ValueError(f"--part must be K/N with integers 1 <= K <= N, got {part!r}") from None
+    if not 1 <= k <= n:
+        raise ValueError(f"--part must be K/N with integers 1 <= K <= N, got {part!r}")
+    return list(mutations[(k - 1) * len(mutations) // n:k * len(mutations) // n])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -584,7 +611,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=PROJECT_ROOT, help="project to copy (default: this one)")
     parser.add_argument("--gpu", action="store_true",
                         help="plant the CUDA mutants (GPU_MUTATIONS) and run the GPU suites (needs a CUDA GPU)")
-    parser.add_argument("--out", type=Path, default=None, help="write the outcomes (and provenance) as JSON here")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the outcomes (and provenance) as JSON here, after every mutant too")
+    parser.add_argument("--part", default=None, metavar="K/N",
+                        help="plant only the K-th of N consecutive slices of the (selected) table, e.g. 1/2 then "
+                             "2/2 in two sessions with a time limit")
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     mutations = list(GPU_MUTATIONS if args.gpu else MUTATIONS)
@@ -594,6 +625,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown mutation(s) {unknown}; see --list")
         mutations = [m for m in mutations if m.name in wanted]
+    if args.part is not None:
+        try:
+            mutations = table_part(mutations, args.part)
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.list:
         width = max(len(m.name) for m in mutations)
         for m in mutations:
@@ -616,13 +652,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("mutate --gpu needs a CUDA GPU (torch.cuda.is_available() is False); run it on the GPU machine",
                   file=sys.stderr)
             return 2
+    command = list(argv) if argv is not None else sys.argv[1:]
+
+    def save_so_far(base: Outcome | None, outcomes: list[Outcome]) -> None:
+        if args.out is not None:
+            write_outcomes(args.out, outcomes, mutations, base, args.gpu, command, complete=False)
+
     base, outcomes = run(mutations, args.root, shlex.split(args.pytest_args), args.timeout,
-                         baseline=not args.no_baseline, keep=args.keep, gpu=args.gpu)
+                         baseline=not args.no_baseline, keep=args.keep, gpu=args.gpu, progress=save_so_far)
     if base is not None and base.status != "passed":
         print(f"the unmutated suites fail ({base.detail}); fix them before measuring mutants", file=sys.stderr)
         return 2
     print()
     print(format_table(outcomes, mutations))
     if args.out is not None:
-        write_outcomes(args.out, outcomes, mutations, base, args.gpu, list(argv) if argv is not None else sys.argv[1:])
+        write_outcomes(args.out, outcomes, mutations, base, args.gpu, command)
     return 0 if outcomes and all(o.caught for o in outcomes) else 1
