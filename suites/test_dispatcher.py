@@ -10,7 +10,7 @@ import nvfp4_kernels
 import pytest
 import torch
 from nvfp4_harness.model import DeviceCaps, PathNotAllowed
-from nvfp4_harness.nvfp4.shapes import LARGE_LAYERS_POLICY
+from nvfp4_harness.nvfp4.shapes import FUSED_FULL_POLICY, LARGE_LAYERS_POLICY, NO_WGMMA_POLICY
 from nvfp4_harness.nvfp4.verify import compare_bitwise
 from nvfp4_kernels import nvfp4, reference
 from nvfp4_kernels.model import MODEL, Policy, Problem, select_path
@@ -39,8 +39,8 @@ def events():
 
 GEMV_ON = Policy(gemv_max_m=8)  # the default's GEMV range, spelled out
 LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
-FUSED_256 = Policy(fused_max_m=256, wgmma_max_m=0)  # fused_mma's own limit, fused_wgmma off
-NO_WGMMA = Policy(wgmma_max_m=0)  # fused_wgmma off: fused_mma keeps its default range (M <= 128)
+FUSED_256 = FUSED_FULL_POLICY  # fused_mma's own limit (M <= 256), fused_wgmma off
+NO_WGMMA = NO_WGMMA_POLICY  # fused_wgmma off: fused_mma keeps its default range (M <= 128)
 
 
 # Expected paths are the table of docs/paths.md read by hand for each shape and policy.

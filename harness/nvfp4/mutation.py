@@ -562,9 +562,10 @@ def format_table(outcomes: Sequence[Outcome], mutations: Sequence[Mutation]) -> 
 
 
 def write_outcomes(path: Path, outcomes: Sequence[Outcome], mutations: Sequence[Mutation], base: Outcome | None,
-                   gpu: bool, argv: Sequence[str], complete: bool = True) -> None:
-    """The run's outcomes as JSON, with the machine's provenance (GPU, driver, CUDA, torch);
-    ``complete`` False while mutants of the run are still to come."""
+                   gpu: bool, argv: Sequence[str], complete: bool = True,
+                   provenance: dict | None = None) -> None:
+    """The run's outcomes as JSON, with the machine's provenance (GPU, driver, CUDA, torch:
+    ``provenance``, or read now); ``complete`` False while mutants of the run are still to come."""
     import datetime as _dt
 
     bugs = {m.name: m for m in mutations}
@@ -579,7 +580,7 @@ def write_outcomes(path: Path, outcomes: Sequence[Outcome], mutations: Sequence[
     if gpu:
         from nvfp4_harness.nvfp4.provenance import gpu_provenance
 
-        record["provenance"] = gpu_provenance()
+        record["provenance"] = provenance if provenance is not None else gpu_provenance()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
@@ -653,10 +654,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
     command = list(argv) if argv is not None else sys.argv[1:]
+    # read once (nvidia-smi, nvcc and git are asked), not at every one of the run's writes
+    provenance = None
+    if args.gpu and args.out is not None:
+        from nvfp4_harness.nvfp4.provenance import gpu_provenance
+
+        provenance = gpu_provenance()
 
     def save_so_far(base: Outcome | None, outcomes: list[Outcome]) -> None:
         if args.out is not None:
-            write_outcomes(args.out, outcomes, mutations, base, args.gpu, command, complete=False)
+            write_outcomes(args.out, outcomes, mutations, base, args.gpu, command, complete=False,
+                           provenance=provenance)
 
     base, outcomes = run(mutations, args.root, shlex.split(args.pytest_args), args.timeout,
                          baseline=not args.no_baseline, keep=args.keep, gpu=args.gpu, progress=save_so_far)
@@ -666,5 +674,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(format_table(outcomes, mutations))
     if args.out is not None:
-        write_outcomes(args.out, outcomes, mutations, base, args.gpu, command)
+        write_outcomes(args.out, outcomes, mutations, base, args.gpu, command, provenance=provenance)
     return 0 if outcomes and all(o.caught for o in outcomes) else 1
