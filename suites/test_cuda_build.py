@@ -115,6 +115,34 @@ def test_the_fused_kernels_block_width_rule_is_mirrored_by_tiling(library: Path)
 
 
 @needs_nvcc
+def test_fused_wgmma_takes_the_narrowest_activation_tile_and_checks_its_arguments_on_the_host(
+        library: Path) -> None:
+    """The K-order launch's activation tile is the narrowest of 64, 128, 192 and 256 rows that holds
+    M: its workspace (nvfp4_fused_wgmma_act_rows, which cuda_backend allocates) is M rounded up to a
+    multiple of 64, for every M the kernel takes. Arguments it cannot take are refused with
+    cudaErrorInvalidValue before anything reaches CUDA (the library runs on the CPU here)."""
+    lib = ctypes.CDLL(str(library))
+    lib.nvfp4_fused_wgmma_act_rows.restype = ctypes.c_int64
+    lib.nvfp4_fused_wgmma_act_rows.argtypes = [ctypes.c_int32]
+    assert [lib.nvfp4_fused_wgmma_act_rows(m) for m in range(-1, 257)] == \
+        [0, 0] + [-(-m // 64) * 64 for m in range(1, 257)]
+    launch = lib.nvfp4_launch_fused_wgmma_mma_order
+    launch.restype = ctypes.c_int
+    launch.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int32, ctypes.c_int64, ctypes.c_int64] + \
+        [ctypes.c_int32] * 4 + [ctypes.c_void_p]
+    a, act, packed, scales, g, out, ws = (0x10000 * i for i in range(1, 8))  # aligned, never dereferenced
+
+    def status(m: int, act_ws: int | None = act, k: int = 1024, splits: int = 1) -> int:
+        return launch(a, act_ws, packed, scales, g, None, out, ws, m, 200, k, 1, 0, splits, 1, None)
+
+    invalid = 1  # cudaErrorInvalidValue
+    for m in (0, -3, 257):
+        assert status(m) == invalid, m
+    assert status(4, act_ws=None) == invalid and status(4, act_ws=act + 8) == invalid
+    assert status(4, k=1000) == invalid and status(4, splits=9) == invalid
+
+
+@needs_nvcc
 def test_every_source_compiles_to_a_cubin(tmp_path: Path) -> None:
     objects = build.compile_objects("cubin", "sm_90", out_dir=tmp_path)
     stems = {p.stem for p in build.source_files() if p.suffix == ".cu"}

@@ -521,12 +521,24 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
 bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // fused_mma's K order: the activation tile (the wgmma's N, rows of the permuted copy a block
-// reads) for m rows: the narrowest of 64, 128, 192 and 256 that holds them. A block takes one
+// reads) for m rows: the narrowest of kMmaOrderActTiles that holds them. A block takes one
 // activation tile and every K step of its weight rows' range either way, so the plan and the bits
 // do not depend on it (the dev variants had fused_mma's bits at every width); the narrower tile
 // does fewer MMAs and decodes the same weights: 64.3 us instead of 75.6 at M = 128 on a
 // registered 17408 x 5120 weight, 72.3 instead of 79.1 at M = 192 (benchmarks/NOTES.md).
-constexpr int mma_order_act_tile(int m) { return m <= 64 ? 64 : m <= 128 ? 128 : m <= 192 ? 192 : kWgActRows; }
+//
+// kMmaOrderActTiles is the one list of widths: mma_order_act_tile picks from it and
+// launch_mma_order instantiates a kernel for each of its entries, so the two cannot disagree.
+constexpr int kMmaOrderActTiles[] = {64, 128, 192, kWgActRows};  // ascending; the last holds every M
+constexpr int kMmaOrderActTileCount = static_cast<int>(sizeof(kMmaOrderActTiles) / sizeof(kMmaOrderActTiles[0]));
+static_assert(kMmaOrderActTiles[kMmaOrderActTileCount - 1] == kWgActRows, "the widest tile must hold every M");
+
+constexpr int mma_order_act_tile(int m) {
+  for (int i = 0; i + 1 < kMmaOrderActTileCount; ++i) {
+    if (m <= kMmaOrderActTiles[i]) return kMmaOrderActTiles[i];
+  }
+  return kWgActRows;
+}
 
 // launch_wgmma for either output type, one block a multiprocessor (the plan's waves)
 template <bool RELAYOUT, bool MMA_ORDER, int NACT>
@@ -537,6 +549,23 @@ cudaError_t launch_either_type(int32_t out_bf16, const void* a, const void* pack
                                                                               workspace, m, n, k, plan, stream, act_ws)
                   : launch_wgmma<__half, RELAYOUT, NACT, 1, MMA_ORDER>(a, packed, scales, g, bias, out, workspace, m,
                                                                        n, k, plan, stream, act_ws);
+}
+
+// fused_mma's K order: launch_either_type with the activation tile mma_order_act_tile(m),
+// searched for in kMmaOrderActTiles from index I on
+template <bool RELAYOUT, int I = 0>
+cudaError_t launch_mma_order(int32_t out_bf16, const void* a, const void* packed, const void* scales, const void* g,
+                             const void* bias, void* out, float* workspace, int m, int n, int k,
+                             const WgmmaPlan& plan, cudaStream_t stream, void* act_ws) {
+  constexpr int kTile = kMmaOrderActTiles[I];
+  if constexpr (I + 1 < kMmaOrderActTileCount) {
+    if (mma_order_act_tile(m) != kTile) {
+      return launch_mma_order<RELAYOUT, I + 1>(out_bf16, a, packed, scales, g, bias, out, workspace, m, n, k, plan,
+                                               stream, act_ws);
+    }
+  }
+  return launch_either_type<RELAYOUT, true, kTile>(out_bf16, a, packed, scales, g, bias, out, workspace, m, n, k,
+                                                   plan, stream, act_ws);
 }
 
 // The exports' argument checks (cudaErrorInvalidValue for anything the kernel cannot take), then
@@ -563,23 +592,8 @@ int launch_checked(const void* a, const void* packed, const void* scales, const 
   const int ni = static_cast<int>(n), ki = static_cast<int>(k);
   cudaError_t err;
   if constexpr (MMA_ORDER) {
-    switch (mma_order_act_tile(m)) {
-      case 64:
-        err = launch_either_type<RELAYOUT, true, 64>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki,
-                                                     plan, stream, act_ws);
-        break;
-      case 128:
-        err = launch_either_type<RELAYOUT, true, 128>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki,
-                                                      plan, stream, act_ws);
-        break;
-      case 192:
-        err = launch_either_type<RELAYOUT, true, 192>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki,
-                                                      plan, stream, act_ws);
-        break;
-      default:
-        err = launch_either_type<RELAYOUT, true, kWgActRows>(out_bf16, a, packed, scales, g, bias, out, workspace, m,
-                                                             ni, ki, plan, stream, act_ws);
-    }
+    err = launch_mma_order<RELAYOUT>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki, plan, stream,
+                                     act_ws);
   } else {
     err = launch_either_type<RELAYOUT, false, kWgActRows>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni,
                                                           ki, plan, stream, act_ws);
