@@ -55,8 +55,6 @@ LIBRARY_EXPORTS: tuple[str, ...] = (
     "nvfp4_fused_block_warps",
     "nvfp4_fused_occupancy",
     "nvfp4_fused_launch_occupancy",
-    "nvfp4_launch_fused_wgmma",
-    "nvfp4_launch_fused_wgmma_tiled",
     "nvfp4_launch_fused_wgmma_mma_order",
     "nvfp4_fused_wgmma_act_rows",
     "nvfp4_fused_wgmma_tile_rows",

@@ -55,9 +55,6 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_fused_occupancy": (ctypes.c_int, [_I32]),
     "nvfp4_fused_launch_occupancy": (ctypes.c_int, [_I32, _I32, _I32]),
     "nvfp4_fused_block_warps": (ctypes.c_int, [_I32, _I64, _I32, _I32]),
-    "nvfp4_launch_fused_wgmma": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _I32, _P]),
-    "nvfp4_launch_fused_wgmma_tiled": (ctypes.c_int,
-                                       [_P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32, _I32, _I32, _P]),
     "nvfp4_launch_fused_wgmma_mma_order": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32,
                                                           _I32, _I32, _I32, _P]),
     "nvfp4_fused_wgmma_act_rows": (ctypes.c_int64, [_I32]),
@@ -87,13 +84,12 @@ FUSED_WGMMA_TILED_KERNEL = 9
 #: the packed kernels whose ``counters`` word carries the permuted activations' workspace
 #: (fused_wgmma in fused_mma's K order: :func:`fused_wgmma_act_bytes`)
 ACT_WORKSPACE_KERNELS = frozenset((PACKED_KERNEL["fused_wgmma"], FUSED_WGMMA_TILED_KERNEL))
-#: nvfp4_launch_packed's fused_wgmma kernels in the natural K order (row-major, fragment-ordered
-#: weights): in the entry beside the dispatcher's, not launched by it
-FUSED_WGMMA_NATURAL_KERNELS = (6, 7)
+#: nvfp4_launch_packed's retired kernel numbers: the natural-order fused_wgmma launches
+#: (benchmarks/NOTES.md, nineteenth session), which the entry now refuses like any unknown number
+RETIRED_PACKED_KERNELS = (6, 7)
 #: the path each packed kernel serves (for error messages)
 _PACKED_KERNEL_PATH = {**{i: p for p, i in PACKED_KERNEL.items()}, FUSED_TILED_KERNEL: "fused_mma",
-                       FUSED_WGMMA_TILED_KERNEL: "fused_wgmma",
-                       **{i: "fused_wgmma" for i in FUSED_WGMMA_NATURAL_KERNELS}}
+                       FUSED_WGMMA_TILED_KERNEL: "fused_wgmma"}
 #: nvfp4_launch_packed's empty kernel (the fused kernel's parameter list, no work): the benchmark's
 #: host-time floor, what one launch through the same call costs on the machine at hand
 EMPTY_KERNEL = 4
@@ -513,33 +509,26 @@ def fused_wgmma_workspace_floats(m: int, n: int, plan: tuple[int, int]) -> int:
 
 
 def fused_wgmma_act_bytes(m: int, k: int) -> int:
-    """Bytes of the permuted activations a fused_wgmma launch in fused_mma's K order writes
-    before its kernel: whole activation tiles of ``k`` 2-byte values (the library's count)."""
+    """Bytes of the permuted activations a fused_wgmma launch writes before its kernel: whole
+    activation tiles of ``k`` 2-byte values (the library's count)."""
     lib = _lib if _lib is not None else load_library()
     return 2 * k * int(lib.nvfp4_fused_wgmma_act_rows(m))
 
 
 def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
-                plan: tuple[int, int] | None = None, fragment_ordered: tuple[Any, ...] | None = None,
-                mma_order: bool = False, tiled: tuple[Any, ...] | None = None) -> None:
+                plan: tuple[int, int] | None = None, tiled: tuple[Any, ...] | None = None) -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused_wgmma kernel (Hopper, sm_90): 1 <= M <= 256,
     block_size 16, K % 128 == 0, the contract's row-major weight. fp32 accumulation; the bias is
     added in fp32 before the single rounding. ``plan`` (whole_tiles, splits) defaults to
     :func:`nvfp4_kernels.tiling.wgmma_plan` for the shape and the GPU's multiprocessors; it sets
     the summation order, so the bits of a shape are pinned per GPU and plan.
 
-    ``fragment_ordered``: ``packed`` and ``scales`` in the fragment-ordered layout
-    (:func:`nvfp4_kernels.layout.wgmma_weights`, or the first two items of what
-    :func:`nvfp4_kernels.layout.registered` hands out for "fused_wgmma"); the kernel reads those
-    instead, with the same bits (``packed`` and ``scales`` still give the shape and are checked).
-
-    ``mma_order``: the kernel in fused_mma's K order instead (what the dispatcher launches: it
-    measured faster at every M, benchmarks/NOTES.md, sixteenth and seventeenth sessions): each lane decodes 32 consecutive codes of a row and
+    The kernel runs in fused_mma's K order: each lane decodes 32 consecutive codes of a row and
     step, the activations are permuted to match by a kernel launched first (into a workspace kept
-    per device and stream), and the bits are fused_mma's at the same K ranges. ``tiled``: then
+    per device and stream), and the bits are fused_mma's at the same K ranges. ``tiled``:
     fused_mma's tile-contiguous copy (:func:`nvfp4_kernels.layout.tile_weights`, or what
     :func:`nvfp4_kernels.layout.registered` hands out for "fused_mma"), read instead of ``packed``
-    and ``scales``."""
+    and ``scales`` (which still give the shape and are checked)."""
     import torch
     from nvfp4_kernels.model import WGMMA_MAX_M
     from nvfp4_kernels.reference import FUSED_STEP_K
@@ -550,28 +539,16 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     if k == 0:
         raise ValueError("the fused_wgmma kernel needs K >= 128; K = 0 has no dot products (nvfp4_matmul returns "
                          "the bias for it, recorded as the shortcut bias_only)")
-    if mma_order and fragment_ordered is not None:
-        raise ValueError("fragment_ordered is the natural K order's layout; in fused_mma's K order (mma_order=True) "
-                         "pass fused_mma's tile-contiguous copy as tiled=")
-    if tiled is not None and not mma_order:
-        raise ValueError("tiled= (fused_mma's tile-contiguous copy) is read in fused_mma's K order only: pass "
-                         "mma_order=True, or fragment_ordered= for the natural order")
-    launch_name = "nvfp4_launch_fused_wgmma"
-    if fragment_ordered is not None or tiled is not None:
+    if tiled is not None:
         from nvfp4_kernels import layout
 
-        copy, made_by, source = ((fragment_ordered, "wgmma_weights", "fused_wgmma") if fragment_ordered is not None
-                                 else (tiled, "tile_weights", "fused_mma"))
-        name = "fragment_ordered" if fragment_ordered is not None else "tiled"
-        if len(copy) not in (2, 3):
-            raise ValueError(f"{name} must be (packed, scales[, scale_bytes]) from layout.{made_by} "
-                             f"or layout.registered(..., {source!r}), got {len(copy)} items")
-        packed, scales = copy[0], copy[1]  # the kernel reads these instead
-        layout.check_tiled(packed, scales, n, k, made_by=made_by)
-        _require_cuda(f"{name} packed", packed, out.device)
-        _require_cuda(f"{name} scales", scales, out.device)
-        if fragment_ordered is not None:
-            launch_name = "nvfp4_launch_fused_wgmma_tiled"
+        if len(tiled) not in (2, 3):
+            raise ValueError("tiled must be (packed, scales[, scale_bytes]) from layout.tile_weights or "
+                             f"layout.registered(..., 'fused_mma'), got {len(tiled)} items")
+        packed, scales = tiled[0], tiled[1]  # the kernel reads these instead
+        layout.check_tiled(packed, scales, n, k, made_by="tile_weights")
+        _require_cuda("tiled packed", packed, out.device)
+        _require_cuda("tiled scales", scales, out.device)
     if n == 0:
         return
     index = out.device.index if out.device.index is not None else torch.cuda.current_device()
@@ -592,15 +569,11 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     workspace = gemv_workspace(index, _stream(out), floats) if floats else None
     workspace_ptr = None if workspace is None else workspace.data_ptr()
     bias_ptr = None if bias is None else bias.data_ptr()
-    if mma_order:
-        act = byte_workspace(index, _stream(out), fused_wgmma_act_bytes(m, k))
-        err = lib.nvfp4_launch_fused_wgmma_mma_order(a_.data_ptr(), act.data_ptr(), packed_.data_ptr(),
-                                                     scales_.data_ptr(), g.data_ptr(), bias_ptr, out.data_ptr(),
-                                                     workspace_ptr, m, n, k, bf16, whole, splits,
-                                                     int(tiled is not None), _stream(out))
-    else:
-        err = getattr(lib, launch_name)(a_.data_ptr(), packed_.data_ptr(), scales_.data_ptr(), g.data_ptr(), bias_ptr,
-                                        out.data_ptr(), workspace_ptr, m, n, k, bf16, whole, splits, _stream(out))
+    act = byte_workspace(index, _stream(out), fused_wgmma_act_bytes(m, k))
+    err = lib.nvfp4_launch_fused_wgmma_mma_order(a_.data_ptr(), act.data_ptr(), packed_.data_ptr(),
+                                                 scales_.data_ptr(), g.data_ptr(), bias_ptr, out.data_ptr(),
+                                                 workspace_ptr, m, n, k, bf16, whole, splits, int(tiled is not None),
+                                                 _stream(out))
     if err:
         _check(err, KERNEL_NAMES["fused_wgmma"])
 

@@ -573,7 +573,7 @@ def _cuda_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: A
         y = torch.empty((a_dev.shape[0], n), dtype=a_dev.dtype, device=device)
         # in fused_mma's K order, on a registered weight's tile-contiguous copy (nvfp4_kernels.layout.register)
         tiled = layout.registered(b, weight_scale, "fused_wgmma") if b_dev is b and s_dev is weight_scale else None
-        cuda_backend.fused_wgmma(a_dev, b_dev, s_dev, g_dev, bias_dev, y, mma_order=True, tiled=tiled)
+        cuda_backend.fused_wgmma(a_dev, b_dev, s_dev, g_dev, bias_dev, y, tiled=tiled)
     elif path in ("prefill_vec8", "prefill_scalar"):
         scratch = torch.empty((n, k), dtype=a_dev.dtype, device=device)
         cuda_backend.dequantize(path, b_dev, s_dev, g_dev, block_size, scratch)

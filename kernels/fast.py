@@ -65,8 +65,8 @@ class Plan:
         self.problem, self.caps, self.policy, self.selection = problem, prepared.caps, policy, prepared.selection
         self.path = prepared.selection.path
         self.kernel = cuda_backend.PACKED_KERNEL[self.path]
-        # a weight registered for this path's layout (tile-contiguous for fused_mma, fragment-ordered
-        # for fused_wgmma): the kernel reads that copy. The registry owns the copy (while the
+        # a weight registered for this path (one tile-contiguous copy, which both fused paths
+        # read): the kernel reads that copy. The registry owns the copy (while the
         # weight lives, unchanged and registered: the row-major weight's identity, address and
         # version checks of every call, and unregister dropping the weight's plans, vouch for
         # that); the plan holds it weakly, so that plans left behind by a freed weight do not keep

@@ -27,12 +27,10 @@ would if it kept the original; :func:`unregister` frees it. A weight changed in 
 registration (another version counter, address or shape) is no longer matched: the call reads the
 row-major weight, and :func:`register` must be called again to copy the new values.
 
-The fused_wgmma path (Hopper) has a layout of its own, the fragment-ordered one
-(:func:`wgmma_weights`): the same 64-row tiles and 4 KB pieces, but each row's 128 codes of a step
-stored in the order its lanes hold them in their A fragments (:func:`fragment_order`), so a lane
-loads its 16 bytes with one instruction instead of loading the row's 64 and gathering. Its scale
-bytes are the tile-contiguous ones. :func:`register` keeps it beside the tile-contiguous copy on a
-Hopper GPU (``paths`` chooses which copies to keep; each costs the packed bytes once more).
+The fused_wgmma path (Hopper) reads the same tile-contiguous copy: it runs in fused_mma's K order,
+so a lane's 16 bytes of a row and step are the same in both kernels, and one copy serves both
+paths. (Its first form, in the natural K order, had a fragment-ordered layout of its own; it was
+retired with that kernel form, benchmarks/NOTES.md, nineteenth session.)
 """
 
 from __future__ import annotations
@@ -184,8 +182,8 @@ def tiled_shapes(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int, made_by: str = "tile_weights") -> None:
-    """Raise unless the pair is uint8, contiguous and shaped as :func:`tile_weights` (or
-    :func:`wgmma_weights`, ``made_by``: the same shapes) makes it for [n, k]."""
+    """Raise unless the pair is uint8, contiguous and shaped as :func:`tile_weights` makes it for
+    [n, k] (``made_by``: the function the messages name)."""
     want_p, want_s = tiled_shapes(n, k)
     for name, x, want in (("packed", packed_tiles, want_p), ("scales", scales_tiles, want_s)):
         if tuple(x.shape) != want:
@@ -195,76 +193,6 @@ def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int, made_by: s
             raise TypeError(f"tiled {name} must be uint8 (nvfp4_kernels.layout.{made_by}), got {x.dtype}")
         if hasattr(x, "is_contiguous") and not x.is_contiguous():
             raise ValueError(f"tiled {name} must be contiguous ({made_by} returns contiguous tensors)")
-
-
-def fragment_order() -> list[int]:
-    """The fragment-ordered layout's order of one row's 128 codes in a K step: entry
-    ``32 t + 8 q + i`` is the K offset (in the step) of code i of word q of lane t.
-
-    Why: the fused_wgmma kernel's lane t of a quad holds, for each of the step's eight k16 MMAs
-    j, the codes at K = 16 j + 2 t + (0, 1, 8, 9) of its rows (the A fragment of m16n8k16 and of
-    wgmma with A from registers). In the row-major layout those are the bytes b with b % 4 == t,
-    so every lane loads the row's 64 bytes and picks its 16 with byte permutes; stored in this
-    order they are the lane's own 16 contiguous bytes, one 16-byte load (word q holds MMAs 2 q
-    and 2 q + 1, codes 0-3 and 4-7)."""
-    return [16 * (2 * q + i // 4) + 2 * t + (0, 1, 8, 9)[i % 4] for t in range(4) for q in range(4) for i in range(8)]
-
-
-def _codes(packed: Any) -> Any:
-    """Packed bytes [..., B] -> codes [..., 2 B] (byte j: code 2 j in the low nibble)."""
-    lo, hi = packed & 0xF, packed >> 4
-    both = _stack_bytes(packed, [lo, hi])
-    return both.reshape(*packed.shape[:-1], 2 * packed.shape[-1])
-
-
-def _bytes(codes: Any) -> Any:
-    """The inverse of :func:`_codes`."""
-    pairs = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 2, 2)
-    return pairs[..., 0] | (pairs[..., 1] << 4)
-
-
-def _reorder_steps(packed: Any, order: list[int]) -> Any:
-    """Each 128-code K step of every row of ``packed`` [rows, K/2] -> its codes in ``order``
-    (new code p is old code order[p])."""
-    rows, half = packed.shape
-    codes = _codes(packed).reshape(rows, (2 * half) // STEP_K, STEP_K)
-    if hasattr(codes, "permute"):  # torch: index on the tensor's device
-        import torch
-
-        index = torch.tensor(order, dtype=torch.long, device=codes.device)
-    else:
-        import numpy as np
-
-        index = np.asarray(order)
-    return _bytes(codes[..., index].reshape(rows, 2 * half))
-
-
-def wgmma_weights(packed: Any, scales: Any) -> tuple[Any, Any]:
-    """Row-major ``packed`` [N, K/2] and ``scales`` [N, K/16] (uint8) -> the fused_wgmma kernel's
-    fragment-ordered pair: the packed codes as :func:`tile_weights` stores them but with each
-    row's 128 codes of a step in :func:`fragment_order` (then the signs of every 4-byte word
-    placed, :func:`place_signs`), and the scales exactly as :func:`tile_weights` stores them. The
-    kernel reads every weight value once either way and gives the same bits
-    (``nvfp4_launch_fused_wgmma_tiled``)."""
-    _check(packed, scales)
-    return _fragment_codes(packed), _tiled_scales(scales)
-
-
-def _fragment_codes(packed: Any) -> Any:
-    """The packed codes of :func:`wgmma_weights`: each step's codes in :func:`fragment_order`,
-    then tiled with their signs placed as :func:`tile_weights` stores them."""
-    return _tiled_codes(_reorder_steps(packed, fragment_order()))
-
-
-def unwgmma_weights(packed_frag: Any, scales_tiles: Any, n: int) -> tuple[Any, Any]:
-    """The inverse of :func:`wgmma_weights` (drops the padding rows): for checking the transform."""
-    if packed_frag.ndim != 4 or scales_tiles.ndim != 4:
-        raise ValueError("fragment-ordered weights are 4-D: [tiles, K/128, 64, 64] and [tiles, K/128, 64, 8]")
-    inverse = [0] * STEP_K
-    for p, k in enumerate(fragment_order()):
-        inverse[k] = p
-    reordered = _untile(unplace_signs(packed_frag), n)
-    return _reorder_steps(reordered, inverse), _untile(scales_tiles, n)
 
 
 #: the scale bytes a range may span: positive, finite, non-zero E4M3 values (0x00 is zero, 0x7F

@@ -14,7 +14,7 @@
 #         NVFP4_MUTANTS_PART=1/2, then 2/2, splits them over two calls);
 # bench:  every benchmark section beside the copy ceiling;
 # wgmma:  the fused_wgmma path's own evidence: an ncu profile of its launches (row-major and
-#         fragment-ordered, fixtures/gpu/ncu-wgmma.txt) and its CUDA mutants
+#         tile-contiguous, fixtures/gpu/ncu-wgmma.txt) and its CUDA mutants
 #         (fixtures/gpu/mutation-gpu-wgmma.json, to join into mutation-gpu.json);
 # mma-order: scripts/ws_dev/mma_order_dev.py, fused_wgmma in fused_mma's K order (a dev variant:
 #         its bits against fused_mma, then timings beside the library's paths); needs the dev

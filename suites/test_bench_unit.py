@@ -316,12 +316,10 @@ class ReferenceBackend:
 
 
     def fused_wgmma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                    bias: torch.Tensor | None, out: torch.Tensor, mma_order: bool = False,
-                    tiled: tuple[Any, ...] | None = None) -> None:
+                    bias: torch.Tensor | None, out: torch.Tensor, tiled: tuple[Any, ...] | None = None) -> None:
         from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
 
         n, k = packed.shape[0], 2 * packed.shape[1]
-        assert mma_order  # the bench times the path as the dispatcher launches it
         if tiled is not None:  # read the weight from the tile-contiguous copy, as the kernel does
             layout.check_tiled(tiled[0], tiled[1], n, k)
             packed, scales = layout.untile_weights(tiled[0], tiled[1], n)

@@ -320,25 +320,23 @@ def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_witho
 @needs_nvcc
 def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None:
     """scripts/ws_dev/fused_ra.cu is the library's fused_wgmma kernel in a dev library of its own
-    (benchmarks/NOTES.md, fourteenth and fifteenth sessions): a change to kernels/cuda/fused_wgmma.cu
-    must keep both loaders and the narrow activation tiles building without spills (the 128
-    accumulators of the 256-row tile leave little room, the narrow tiles' launch bounds less) and
-    the dev entries that scripts/ws_dev/ra_dev.py, wgmma_dev.py, narrow_dev.py and mma_order_dev.py
-    call."""
+    (benchmarks/NOTES.md, fourteenth to nineteenth sessions): a change to kernels/cuda/fused_wgmma.cu
+    must keep both layouts, the narrow activation tiles and the staged weights building without
+    spills (the 128 accumulators of the 256-row tile leave little room, the launch bounds of two and
+    three blocks an SM less) and the dev entries that scripts/ws_dev/mma_order_dev.py calls."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
     try:
         from mma_order_dev import VARIANTS
     finally:
         sys.path.pop(0)
-    # bf16 and fp16 kernels with each loader, the five narrow tiles (fragment-ordered), the
-    # variants in fused_mma's K order (MMA_ORDER, some with staged weights) with the library's
+    # bf16 and fp16 kernels of the dev variants (some with staged weights) and of the library's
     # (each layout at 64, 128, 192 and 256 activation rows, one block an SM), the two finalize
     # kernels and the permutation
-    library_mma_order = {(tiled, nact, 1, 3, False) for tiled in (True, False) for nact in (64, 128, 192, 256)}
-    kernels = 2 * (2 + 5 + len(set(VARIANTS) | library_mma_order)) + 2 + 1
+    library = {(tiled, nact, 1, 3, False) for tiled in (True, False) for nact in (64, 128, 192, 256)}
+    kernels = 2 * len(set(VARIANTS) | library) + 2 + 1
     lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), kernels)))
-    assert all(hasattr(lib, name) for name in ("nvfp4ra_launch", "nvfp4ra_launch_plan", "nvfp4ra_launch_narrow",
-                                               "nvfp4ra_launch_mma_order", "nvfp4ra_permute_act"))
+    assert all(hasattr(lib, name) for name in ("nvfp4ra_launch_mma_order", "nvfp4ra_permute_act",
+                                               "nvfp4ra_permuted_rows"))
     # the script's variants are the ones built: without a GPU a built variant gets as far as CUDA
     # and fails there, one not built is refused as an invalid value (1) before
     entry = lib.nvfp4ra_launch_mma_order
@@ -354,36 +352,6 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     for not_built in ((True, 96, 1, 3, False), (False, 64, 2, 3, False), (True, 64, 2, 5, True),
                       (False, 256, 1, 3, True)):
         assert answer(*not_built) == 1, not_built
-
-
-def test_the_register_a_weight_layout_holds_each_lanes_fragment_values() -> None:
-    """scripts/ws_dev/ra_dev.py's one-time re-layout, read back by an independent decode of its
-    bytes: in every 64-row tile and 128-value step, lane t's word q of row r holds, as code i, the
-    contract's code of K = 16 (2 q + i / 4) + 2 t + (0, 1, 8, 9)[i % 4] (magnitude in nibble i, sign
-    at bit 8 i + 7 for i < 4 and 8 (i - 4) + 3 above), rows past N as zero codes."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
-    try:
-        from ra_dev import ra_layout
-    finally:
-        sys.path.pop(0)
-    rng = np.random.default_rng(5)
-    n, k = 70, 384
-    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
-    out = ra_layout(packed)
-    tiles, steps = 2, k // 128
-    assert out.shape == (tiles * steps * 4096,)
-    words = out.view("<u4").reshape(tiles, steps, 64, 4, 4)  # tile, step, row, lane, word
-    for row in (0, 5, 63, 64, 69, 70, 127):
-        for step in range(steps):
-            for t in range(4):
-                for q in range(4):
-                    w = int(words[row // 64, step, row % 64, t, q])
-                    for i in range(8):
-                        kk = 128 * step + 16 * (2 * q + i // 4) + 2 * t + (0, 1, 8, 9)[i % 4]
-                        want = 0 if row >= n else (packed[row, kk // 2] >> (4 * (kk % 2))) & 0xF
-                        sign_bit = 8 * i + 7 if i < 4 else 8 * (i - 4) + 3
-                        got = ((w >> (4 * i)) & 7) | (((w >> sign_bit) & 1) << 3)
-                        assert got == want, (row, step, t, q, i)
 
 
 def test_the_dev_scripts_identity_readout_passes_exact_weights_and_names_a_wrong_one() -> None:

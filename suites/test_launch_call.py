@@ -265,14 +265,12 @@ def _gpu_present() -> bool:
 
 @pytest.mark.skipif(_gpu_present(), reason="with a GPU the accepted calls would launch on made-up addresses; the GPU "
                                            "suites (test_fast_path.py) launch these kernels on real tensors")
-@pytest.mark.parametrize("kernel", [*cuda_backend.FUSED_WGMMA_NATURAL_KERNELS,
-                                    cuda_backend.PACKED_KERNEL["fused_wgmma"], cuda_backend.FUSED_WGMMA_TILED_KERNEL],
-                         ids=["natural-row-major", "natural-fragment-ordered", "mma-order-row-major",
-                              "mma-order-tiled"])
+@pytest.mark.parametrize("kernel", [cuda_backend.PACKED_KERNEL["fused_wgmma"], cuda_backend.FUSED_WGMMA_TILED_KERNEL],
+                         ids=["row-major", "tiled"])
 def test_the_packed_fused_wgmma_launch_reads_its_plan_from_the_words(kernel: int) -> None:
     """The fast path writes fused_wgmma's plan as the split count (beside out_bf16) and the whole
-    tiles (beside the scale-byte range), and in fused_mma's K order the permuted activations'
-    workspace in the counters' word. Without a GPU the library's own argument checks show
+    tiles (beside the scale-byte range), and the permuted activations' workspace in the counters'
+    word. Without a GPU the library's own argument checks show
     what reached the launcher: a plan it refuses answers cudaErrorInvalidValue before any CUDA
     call, a plan it takes goes on to the CUDA runtime, which answers that there is no driver or
     device. Each refusal below differs from an accepted plan in one field only."""
@@ -285,7 +283,8 @@ def test_the_packed_fused_wgmma_launch_reads_its_plan_from_the_words(kernel: int
     tiles, steps = 8, 16
     n, k, m = tiles * WGMMA_TILE_ROWS - 24, 16 * 128, 200
 
-    act_ws = 0x70000 if kernel in cuda_backend.ACT_WORKSPACE_KERNELS else 0
+    assert kernel in cuda_backend.ACT_WORKSPACE_KERNELS
+    act_ws = 0x70000
 
     def result(whole: int, splits: int, workspace: int, act: int | None = None) -> int:
         words = (ctypes.c_uint64 * WORDS)()
@@ -310,6 +309,27 @@ def test_the_packed_fused_wgmma_launch_reads_its_plan_from_the_words(kernel: int
     assert result(tiles + 1, 2, 0x60000) == INVALID_VALUE  # more whole tiles than the weight has
     assert accepted(result(0, 4, 0x60000)) and result(0, 5, 0x60000) == INVALID_VALUE  # 16 steps: 4 ranges, not 5
     assert accepted(result(0, steps, 0x60000)) and result(0, steps + 1, 0x60000) == INVALID_VALUE
-    if act_ws:  # the permuted activations' workspace: required, and 16-byte aligned
-        assert result(0, 2, 0x60000, act=0) == INVALID_VALUE
-        assert result(0, 2, 0x60000, act=act_ws + 8) == INVALID_VALUE
+    # the permuted activations' workspace: required, and 16-byte aligned
+    assert result(0, 2, 0x60000, act=0) == INVALID_VALUE
+    assert result(0, 2, 0x60000, act=act_ws + 8) == INVALID_VALUE
+
+
+@pytest.mark.parametrize("kernel", [*cuda_backend.RETIRED_PACKED_KERNELS, 10, -1])
+def test_the_packed_entry_refuses_retired_and_unknown_kernel_numbers(kernel: int) -> None:
+    """Kernels 6 and 7 (the natural-order fused_wgmma launches, retired in the nineteenth session)
+    and numbers that never were kernels are refused with cudaErrorInvalidValue before any CUDA
+    call, even with a struct another kernel would take (so this runs with or without a GPU)."""
+    try:
+        lib = cuda_backend.load_library()
+    except build.NvccNotFound as exc:
+        pytest.skip(f"the kernel library needs nvcc: {exc}")
+    words = (ctypes.c_uint64 * WORDS)()
+    for index, address in ((cuda_backend.ARG_A, 0x10000), (cuda_backend.ARG_PACKED, 0x20000),
+                           (cuda_backend.ARG_SCALES, 0x30000), (cuda_backend.ARG_G, 0x40000),
+                           (cuda_backend.ARG_OUT, 0x50000), (cuda_backend.ARG_WORKSPACE, 0x60000),
+                           (cuda_backend.ARG_COUNTERS, 0x70000)):
+        words[index] = address
+    words[cuda_backend.ARG_N], words[cuda_backend.ARG_K] = 1000, 2048
+    words[cuda_backend.ARG_M_BLOCK] = cuda_backend.pack_int32_pair(200, 16)
+    words[cuda_backend.ARG_BF16_SPLITS] = cuda_backend.pack_int32_pair(1, 2)
+    assert lib.nvfp4_launch_packed(kernel, ctypes.addressof(words)) == INVALID_VALUE

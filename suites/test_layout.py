@@ -205,78 +205,6 @@ def test_tiled_weight_is_the_tiled_copy_with_the_scale_range() -> None:
     assert tiled.scale_bytes == _range_by_loop(scales) == int(scales.min()) | int(scales.max()) << 8
 
 
-# --- the fragment-ordered layout (fused_wgmma) -------------------------------------------------
-
-
-def _fragment_k(t: int, q: int, i: int) -> int:
-    """The K offset in a 128-value step of code i of word q of lane t, from the A fragment of PTX's
-    m16n8k16 (and of wgmma with A in registers), which the layout follows: word q of lane t holds
-    the fragments of k16 MMAs 2 q (codes 0-3) and 2 q + 1 (codes 4-7); in an MMA's fragment lane t
-    holds columns 2 t, 2 t + 1 (register a0) and 2 t + 8, 2 t + 9 (register a2) of its row."""
-    mma = 2 * q + i // 4
-    column = [2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9][i % 4]
-    return 16 * mma + column
-
-
-def _fragment_ordered_by_loops(packed: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The layout's definition, one code at a time: row r's code at K = 128 s + _fragment_k(t, q, i)
-    goes to nibble i of word q of lane t's 16 bytes (bytes 16 t .. 16 t + 15) of [r // 64, s, r % 64],
-    its sign placed as in the tile-contiguous layout (bit 8 i + 7, or 8 (i - 4) + 3 for i >= 4)."""
-    n, half_k = packed.shape
-    tiles, steps = -(-n // 64), half_k // 64
-    pf = np.zeros((tiles, steps, 64, 64), np.uint8)
-    for r in range(n):
-        for s in range(steps):
-            for t in range(4):
-                for q in range(4):
-                    ks = [128 * s + _fragment_k(t, q, i) for i in range(8)]
-                    codes = [(int(packed[r, k // 2]) >> (4 * (k % 2))) & 0xF for k in ks]
-                    at = 16 * t + 4 * q
-                    pf[r // 64, s, r % 64, at:at + 4] = _placed_word(codes)
-    return pf, _tiled_by_loops(packed, scales)[1]
-
-
-def test_fragment_order_gives_each_lane_its_fragments_codes() -> None:
-    order = layout.fragment_order()
-    assert sorted(order) == list(range(128))  # a permutation of the step's codes
-    for t in range(4):
-        lane = order[32 * t:32 * t + 32]
-        # lane t's 16 bytes hold exactly the step's K with (K % 8) // 2 == t, in MMA order
-        assert sorted(lane) == [k for k in range(128) if (k % 8) // 2 == t]
-        assert [k // 16 for k in lane] == [j for j in range(8) for _ in range(4)]
-        for q in range(4):
-            for i in range(8):
-                assert lane[8 * q + i] == _fragment_k(t, q, i)
-
-
-@pytest.mark.parametrize(("n", "k"), SHAPES)
-def test_wgmma_weights_places_every_code_where_the_definition_says(n: int, k: int) -> None:
-    packed, scales = _random(n, k, n * 11 + k)
-    want_p, want_s = _fragment_ordered_by_loops(packed, scales)
-    got_p, got_s = layout.wgmma_weights(packed, scales)
-    assert got_p.shape == layout.tiled_shapes(n, k)[0] and got_s.shape == layout.tiled_shapes(n, k)[1]
-    assert np.array_equal(got_p, want_p) and np.array_equal(got_s, want_s)
-    t_p, t_s = layout.wgmma_weights(torch.from_numpy(packed), torch.from_numpy(scales))
-    assert t_p.is_contiguous() and t_s.is_contiguous()
-    assert np.array_equal(t_p.numpy(), want_p) and np.array_equal(t_s.numpy(), want_s)
-    layout.check_tiled(t_p, t_s, n, k, made_by="wgmma_weights")
-    back_p, back_s = layout.unwgmma_weights(t_p, t_s, n)
-    assert torch.equal(back_p, torch.from_numpy(packed)) and torch.equal(back_s, torch.from_numpy(scales))
-
-
-def test_wgmma_weights_refuses_what_tile_weights_refuses() -> None:
-    packed, scales = _random(64, 256, 2)
-    with pytest.raises(ValueError, match="K % 128 == 0"):
-        layout.wgmma_weights(packed[:, :96], scales[:, :12])
-    with pytest.raises(ValueError, match=r"scales must be \[N, K/16\]"):
-        layout.wgmma_weights(packed, scales[:, :8])
-    with pytest.raises(ValueError, match="4-D"):
-        layout.unwgmma_weights(packed, scales, 64)
-    p, s = layout.wgmma_weights(packed, scales)
-    with pytest.raises(ValueError, match=r"layout\.wgmma_weights\), got \[1, 1, 64, 64\]"):
-        layout.check_tiled(p[:, :1], s, 64, 256, made_by="wgmma_weights")
-
-
 def test_register_keeps_one_copy_for_the_paths_it_is_told() -> None:
     packed, scales = (torch.from_numpy(x) for x in _random(130, 384, 8))
     assert layout.default_paths(packed.device) == ("fused_mma",)  # fused_wgmma's kernel needs sm_90
@@ -306,20 +234,3 @@ def test_register_keeps_one_copy_for_the_paths_it_is_told() -> None:
         layout.register(packed, scales, paths=())
     with pytest.raises(ValueError, match="path must be one of"):
         layout.registered(packed, scales, "prefill_vec8")
-
-
-def test_wgmma_weights_is_the_layout_the_dev_kernel_was_measured_with() -> None:
-    """The library's transform and scripts/ws_dev/ra_dev.py's (written apart, with numpy's fancy
-    indexing instead of a code permutation) give the same bytes: the dev measurements of the
-    re-layout (benchmarks/NOTES.md) are measurements of this layout."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
-    try:
-        from ra_dev import ra_layout
-    finally:
-        sys.path.pop(0)
-    for n, k in SHAPES:
-        packed, scales = _random(n, k, 31 * n + k)
-        assert np.array_equal(layout.wgmma_weights(packed, scales)[0].reshape(-1), ra_layout(packed)), (n, k)

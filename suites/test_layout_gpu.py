@@ -1,6 +1,6 @@
-"""The fused kernels on their registered layouts (nvfp4_kernels.layout: fused_mma on
-tile-contiguous weights, fused_wgmma on fragment-ordered ones) give the bits they give on the
-contract's row-major weights, and the dispatcher hands a kernel a registered weight's copy only
+"""The fused kernels on their registered layout (nvfp4_kernels.layout: the tile-contiguous copy,
+which fused_mma and fused_wgmma both read) give the bits they give on the contract's row-major
+weights, and the dispatcher hands a kernel a registered weight's copy only
 while that copy matches the weight.
 
 The layout only changes where the kernel's copies read a step's bytes and where a word of codes
@@ -209,7 +209,7 @@ def test_every_launch_runs_at_the_occupancy_its_split_count_assumes(m: int) -> N
     assert lib.nvfp4_fused_launch_occupancy(0, 1, 0) < 0 and lib.nvfp4_fused_launch_occupancy(257, 0, 0) < 0
 
 
-# --- fused_wgmma on its fragment-ordered copy (Hopper) --------------------------------------------
+# --- fused_wgmma on the tile-contiguous copy (Hopper) ---------------------------------------------
 
 _HOPPER = torch.cuda.get_device_capability(0) == (9, 0)
 needs_hopper = pytest.mark.skipif(not _HOPPER, reason="the fused_wgmma kernel is built for sm_90a only")
@@ -224,31 +224,6 @@ def _wgmma_plans(n: int, k: int) -> list[tuple[int, int] | None]:
     split = min(3, steps)
     split = -(-steps // -(-steps // split))  # the equal non-empty ranges the launcher accepts
     return [None, (tiles, 1), (0, split), (max(0, tiles - 1), split)]
-
-
-@needs_hopper
-@pytest.mark.parametrize(("n", "k"), WGMMA_SHAPES)
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("g_value", [0.0123, 2.0 ** 110], ids=["table", "exact-overflow"])
-def test_fragment_ordered_weights_give_the_row_major_bits(n: int, k: int, dtype: str, g_value: float) -> None:
-    """g = 2^110 takes the exact form's slow path for the blocks with scale byte 0x7E (448 g 2^14
-    overflows fp32), as the row-major kernel does; the activations are scaled down to keep the
-    outputs finite."""
-    packed, scales, _ = _weights(n, k, n + 3 * k)
-    g = torch.tensor([g_value], dtype=torch.float32, device="cuda")
-    frag = layout.wgmma_weights(packed, scales)
-    tdt = getattr(torch, dtype)
-    bias = torch.randn(n, device="cuda").to(tdt)
-    for m in (1, 17, 64, 65, 100, 128, 129, 192, 193, 256):
-        a = (torch.randn(m, k, device="cuda") * (1.0 if g_value < 1 else 2.0 ** -112)).to(tdt)
-        for plan in _wgmma_plans(n, k):
-            outs = []
-            for how in (None, frag):
-                out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
-                cuda_backend.fused_wgmma(a, packed, scales, g, bias if m % 2 else None, out, plan=plan,
-                                         fragment_ordered=how)
-                outs.append(_bits(out))
-            assert np.array_equal(outs[0], outs[1]), (m, plan)
 
 
 def _fused_mma_at_plan(a, packed, scales, g, bias, plan: tuple[int, int]) -> np.ndarray:
@@ -271,8 +246,8 @@ def _fused_mma_at_plan(a, packed, scales, g, bias, plan: tuple[int, int]) -> np.
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("g_value", [0.0123, 2.0 ** 110], ids=["table", "exact-overflow"])
 def test_fused_wgmma_in_fused_mma_order_gives_fused_mmas_bits(n: int, k: int, dtype: str, g_value: float) -> None:
-    """fused_wgmma in fused_mma's K order (mma_order=True; benchmarks/NOTES.md, sixteenth session)
-    puts in every k16 MMA's slots what fused_mma.cu puts there, so its bits are fused_mma's at the
+    """fused_wgmma, in fused_mma's K order (benchmarks/NOTES.md, sixteenth session), puts in every
+    k16 MMA's slots what fused_mma.cu puts there, so its bits are fused_mma's at the
     same K ranges: on row-major weights and on fused_mma's tile-contiguous copy, over N and M tails
     (M on both sides of each activation tile's edge: the launch takes the narrowest of 64, 128,
     192 and 256 rows that holds M, and pads the permuted copy with zero rows up to it), both
@@ -293,23 +268,22 @@ def test_fused_wgmma_in_fused_mma_order_gives_fused_mmas_bits(n: int, k: int, dt
             want = _fused_mma_at_plan(a, packed, scales, g, b, plan)
             for copy in (None, tiled):
                 out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
-                cuda_backend.fused_wgmma(a, packed, scales, g, b, out, plan=plan, mma_order=True, tiled=copy)
+                cuda_backend.fused_wgmma(a, packed, scales, g, b, out, plan=plan, tiled=copy)
                 assert np.array_equal(_bits(out), want), (m, plan, copy is not None)
 
 
 @needs_hopper
-def test_fused_mma_order_refuses_what_it_cannot_take() -> None:
+def test_fused_wgmma_refuses_a_bad_tiled_copy_or_activation_workspace() -> None:
     packed, scales, g = _weights(200, 1024, 17)
     a = torch.randn(4, 1024, device="cuda").to(torch.bfloat16)
     out = torch.empty(4, 200, dtype=torch.bfloat16, device="cuda")
     tiled = layout.tile_weights(packed, scales)
     with pytest.raises(ValueError, match=r"layout\.tile_weights\), got"):
-        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, mma_order=True, tiled=(tiled[0][:1], tiled[1]))
-    with pytest.raises(ValueError, match="mma_order=True"):
-        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, tiled=tiled)
-    with pytest.raises(ValueError, match="tiled="):
-        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, mma_order=True,
-                                 fragment_ordered=layout.wgmma_weights(packed, scales))
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, tiled=(tiled[0][:1], tiled[1]))
+    with pytest.raises(ValueError, match="tiled must be"):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, tiled=(tiled[0],))
+    with pytest.raises(TypeError, match="CUDA torch tensor"):
+        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, tiled=(tiled[0].cpu(), tiled[1]))
     # the library refuses a missing or misaligned activation workspace (cudaErrorInvalidValue)
     lib = cuda_backend.load_library()
     act = torch.empty(2 * 1024 * lib.nvfp4_fused_wgmma_act_rows(4) + 16, dtype=torch.uint8, device="cuda")
@@ -373,29 +347,10 @@ def test_the_dispatcher_hands_fused_wgmma_its_registered_copy(monkeypatch: pytes
         assert np.array_equal(_bits(nvfp4_kernels.nvfp4_matmul(a, packed, scales, g, policy=WGMMA)), changed)
         assert fast._plans[key].kernel == cuda_backend.PACKED_KERNEL["fused_wgmma"]
         out = torch.empty(200, n, dtype=torch.bfloat16, device="cuda")
-        real(a, packed, scales, g, None, out, mma_order=True)  # the dispatcher's launch on the row-major weight
+        real(a, packed, scales, g, None, out)  # the dispatcher's launch on the row-major weight
         assert np.array_equal(changed, _bits(out))
     finally:
         layout.unregister(packed)
-
-
-@needs_hopper
-def test_a_bad_fragment_ordered_copy_is_refused() -> None:
-    packed, scales, g = _weights(200, 1024, 16)
-    a = torch.randn(4, 1024, device="cuda").to(torch.bfloat16)
-    out = torch.empty(4, 200, dtype=torch.bfloat16, device="cuda")
-    frag = layout.wgmma_weights(packed, scales)
-    with pytest.raises(ValueError, match=r"layout\.wgmma_weights\), got"):
-        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=(frag[0][:1], frag[1]))
-    with pytest.raises(ValueError, match="fragment_ordered must be"):
-        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=(frag[0],))
-    with pytest.raises(TypeError, match="CUDA torch tensor"):
-        cuda_backend.fused_wgmma(a, packed, scales, g, None, out, fragment_ordered=(frag[0].cpu(), frag[1]))
-    # the library refuses what the kernel cannot take (cudaErrorInvalidValue), as the row-major launch does
-    err = cuda_backend.load_library().nvfp4_launch_fused_wgmma_tiled(
-        a.data_ptr(), frag[0].data_ptr(), frag[1].data_ptr(), g.data_ptr(), None, out.data_ptr(), None, 257, 200,
-        1024, 1, 2, 1, torch.cuda.current_stream().cuda_stream)
-    assert err == 1
 
 
 def _misaligned_copy(x: torch.Tensor, offset: int) -> torch.Tensor:

@@ -13,9 +13,9 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
   PRMT lookups present;
 * fused_wgmma (sm_90a): warpgroup MMAs (HGMMA) with A from registers, the weights loaded with
   16-byte global loads straight into registers (no asynchronous copy, no shared-memory load of
-  an operand), no local memory, no CALL, and the table decode's PRMT lookups present; on the
-  fragment-ordered layout a quarter of the row-major kernel's 16-byte loads and fewer PRMTs; in
-  fused_mma's K order one 16-byte load a row and step on either layout and far fewer PRMTs;
+  an operand), no local memory, no CALL, and the table decode's PRMT lookups present; in
+  fused_mma's K order, one 16-byte load a row and step on either layout and the PRMTs of two
+  decode tables a row and step (the natural order, retired, needed eight);
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -235,81 +235,65 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
         assert problems == [], name
 
 
-def _wgmma_by_layout_and_order(kernel_sass, dtype: str) -> dict[tuple[str, str], list[str]]:
-    """The library's 256-row fused_wgmma instantiations of one type, by (RELAYOUT, MMA_ORDER):
-    row-major and fragment-ordered weights in the natural K order, row-major and fused_mma's
-    tile-contiguous weights in fused_mma's (nvfp4_launch_fused_wgmma_mma_order)."""
-    by = {key[:2]: ins for key, ins in _wgmma_instantiations(kernel_sass, dtype).items() if key[2] == "256"}
-    assert sorted(by) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], sorted(by)
-    return by
-
-
-def _wgmma_instantiations(kernel_sass, dtype: str) -> dict[tuple[str, str, str], list[str]]:
-    """Every fused_wgmma instantiation of the library of one type, by (RELAYOUT, MMA_ORDER, NACT):
-    one block an SM each, 256 activation rows in the natural K order, 64, 128, 192 and 256 in
-    fused_mma's (the launch takes the narrowest that holds M)."""
+def _wgmma_instantiations(kernel_sass, dtype: str) -> dict[tuple[str, str], list[str]]:
+    """Every fused_wgmma instantiation of the library of one type, by (RELAYOUT, NACT): row-major
+    and tile-contiguous weights, each at 64, 128, 192 and 256 activation rows (the launch takes the
+    narrowest that holds M), one block an SM, three stages, nothing staged."""
     chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
     by = {}
     for name, ins in chosen.items():
-        relayout, nact, minb, order = re.search(r"fused_wgmma_kernelI\w+?Lb([01])ELi(\d+)ELi(\d+)ELb([01])E",
-                                                name).groups()
-        assert minb == "1", name
-        by[(relayout, order, nact)] = ins
-    want = [(r, "0", "256") for r in "01"] + [(r, "1", n) for r in "01" for n in ("64", "128", "192", "256")]
+        relayout, nact, minb, stages, staged = re.search(
+            r"fused_wgmma_kernelI\w+?Lb([01])ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])E", name).groups()
+        assert (minb, stages, staged) == ("1", "3", "0"), name
+        by[(relayout, nact)] = ins
+    want = [(r, n) for r in "01" for n in ("64", "128", "192", "256")]
     assert sorted(by) == sorted(want) and len(chosen) == len(want), sorted(chosen)
     return by
-
-
-@pytest.mark.parametrize("dtype", ["half", "bf16"])
-def test_fused_mma_order_narrow_tiles_keep_the_contract(kernel_sass, dtype: str) -> None:
-    """The narrower activation tiles of fused_mma's K order are the same kernel with a narrower
-    wgmma: m64nNk16 with A from registers at N = 64, 128 and 192, the same decode (the PRMT count
-    of the 256-row tile within less than one decode table's four, which the scheduler may move;
-    as many 16-byte weight loads), no spill to local memory."""
-    by = _wgmma_instantiations(kernel_sass, dtype)
-    for (relayout, order, nact), ins in by.items():
-        assert check_wgmma(ins, int(nact)) == [], (relayout, order, nact)
-        if order == "1":
-            wide = opcodes(by[(relayout, "1", "256")])
-            assert abs(_count(opcodes(ins), "PRMT") - _count(wide, "PRMT")) < 4, (relayout, nact)
-            assert _count(opcodes(ins), "LDG.E.128") == _count(wide, "LDG.E.128"), (relayout, nact)
 
 
 def _count(ops: list[str], prefix: str) -> int:
     return sum(o.startswith(prefix) for o in ops)
 
 
+#: PRMTs of one K step's decode per thread, from the algorithm (mma_decode.cuh): each half step
+#: builds one table for each of the thread's two rows (build_table: 4 PRMTs) and decodes two
+#: words of each (decode_word_table_placed: 4 lookups and 4 interleaves; a row-major word also
+#: moves its signs with 2 more)
+def _decode_prmts(placed: bool) -> int:
+    halves, rows, words = 2, 2, 2
+    return halves * rows * (4 + words * (8 if placed else 10))
+
+
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
-    by = _wgmma_by_layout_and_order(kernel_sass, dtype)
-    for key, ins in by.items():
-        assert check_wgmma(ins) == [], key
+    """Each instantiation: m64nNk16 HGMMAs with A from registers at its width N (two half steps of
+    four), 16-byte weight loads, the table decode, no spill to local memory, no call."""
+    for (relayout, nact), ins in _wgmma_instantiations(kernel_sass, dtype).items():
+        assert check_wgmma(ins, int(nact)) == [], (relayout, nact)
         assert sum("HGMMA" in i for i in ins) == 8, "two half steps of four k16 MMAs each"
-    ops = {key: opcodes(ins) for key, ins in by.items()}
-    # what the fragment-ordered layout is for: one 16-byte load per row and step where the
-    # row-major kernel makes four, and none of the quad's byte gathers
-    loads = {key: _count(o, "LDG.E.128") for key, o in ops.items()}
-    assert loads[("0", "0")] == 4 * loads[("1", "0")] > 0, loads
-    assert _count(ops[("1", "0")], "PRMT") < _count(ops[("0", "0")], "PRMT")
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
-def test_fused_mma_order_decodes_with_fewer_permutes_and_one_load_a_row(kernel_sass, dtype: str) -> None:
-    """What fused_wgmma in fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session): two
-    decode tables a row and step instead of eight, so at least eight tables' PRMTs (4 each) fewer
-    than the natural-order kernel on the same layout's signs (placed: fragment-ordered against
-    tile-contiguous; natural: row-major against row-major); one 16-byte load of the lane's own
-    bytes a row and step on either layout (the natural order's row-major kernel makes four); its
-    two scale bytes in one 16-bit load. Its activation permutation moves 4-byte pairs: four 32-bit
-    loads and a 16-byte store of a permuted chunk, or of zeros past M."""
-    by = _wgmma_by_layout_and_order(kernel_sass, dtype)
-    ops = {key: opcodes(ins) for key, ins in by.items()}
-    for relayout in ("0", "1"):
-        mma = ops[(relayout, "1")]
-        assert _count(mma, "PRMT") <= _count(ops[(relayout, "0")], "PRMT") - 32, relayout
-        assert _count(mma, "LDG.E.128") == _count(ops[("1", "0")], "LDG.E.128") == _count(ops[("0", "0")],
-                                                                                           "LDG.E.128") // 4
-        assert _count(mma, "LDG.E.U16") > 0 and _count(mma, "LDG.E.64") == 0, relayout
+def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kernel_sass, dtype: str) -> None:
+    """What fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session): each lane's 32
+    codes of a row and step lie in two scale blocks, so two decode tables a row and step where
+    the natural order needed eight. The PRMT count is at least the algorithm's for two tables
+    (:func:`_decode_prmts`) and short of what even four tables a row would add (2 rows x 2 more
+    tables x 4 PRMTs x 2 halves = 32); the tile-contiguous copy's placed signs save 2 PRMTs a
+    word. On either layout one 16-byte load of the lane's own bytes a row and step (the same
+    count for both), its two scale bytes in one 16-bit load, no 8-byte scale load. The narrower
+    tiles are the same kernel with a narrower wgmma: the same PRMTs within less than one decode
+    table's four (which the scheduler may move) and as many 16-byte weight loads. The activation
+    permutation moves 4-byte pairs: four 32-bit loads and a 16-byte store of a permuted chunk, or
+    of zeros past M."""
+    by = {key: opcodes(ins) for key, ins in _wgmma_instantiations(kernel_sass, dtype).items()}
+    for (relayout, nact), ops in by.items():
+        floor = _decode_prmts(placed=relayout == "1")
+        assert floor <= _count(ops, "PRMT") < floor + 32, (relayout, nact, _count(ops, "PRMT"), floor)
+        assert _count(ops, "LDG.E.128") == _count(by[("0", "256")], "LDG.E.128") > 0, (relayout, nact)
+        assert _count(ops, "LDG.E.U16") > 0 and _count(ops, "LDG.E.64") == 0, (relayout, nact)
+        assert abs(_count(ops, "PRMT") - _count(by[(relayout, "256")], "PRMT")) < 4, (relayout, nact)
+    assert _count(by[("1", "256")], "PRMT") < _count(by[("0", "256")], "PRMT")
     permute = [ins for name, ins in kernel_sass.items() if "nvfp4_wgmma_permute_act_kernel" in name]
     assert len(permute) == 1
     permute_ops = opcodes(permute[0])

@@ -463,8 +463,8 @@ class Runner:
             if self.device == "cuda" else wgmma_plan(ops.n, ops.k)  # a dry run: the H200's plan
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC9 if tiled is None else 0x7FCA,
-            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, mma_order=True,
-                                                 tiled=tiled), plan=list(plan))
+            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled),
+            plan=list(plan))
 
     def _wgmma_runs_here(self) -> bool:
         """fused_wgmma's kernel is built for sm_90a only (its arch_sm90 guard); a dry run on the
@@ -475,7 +475,7 @@ class Runner:
 
     def path_rows(self, n: int, k: int, ms: Sequence[int], section: str = "paths") -> None:
         """Every path that can run each M (GEMV, fused_mma on row-major and on tile-contiguous
-        weights, fused_wgmma on a Hopper GPU on row-major and on fragment-ordered weights, prefill)
+        weights, fused_wgmma on a Hopper GPU on the same two, prefill)
         beside cuBLAS on bf16 weights."""
         from nvfp4_kernels import layout
 

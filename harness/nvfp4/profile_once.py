@@ -42,7 +42,7 @@ def main() -> None:
                 cuda_backend.gemv(a, packed, scales, g, None, out)
             elif kernel.startswith("fused_wgmma"):
                 tiled = layout.tiled_weight(packed, scales) if kernel == "fused_wgmma_tiled" else None
-                cuda_backend.fused_wgmma(a, packed, scales, g, None, out, mma_order=True, tiled=tiled)
+                cuda_backend.fused_wgmma(a, packed, scales, g, None, out, tiled=tiled)
             else:
                 tiled = layout.tiled_weight(packed, scales) if kernel == "fused_mma_tiled" else None
                 cuda_backend.fused_mma(a, packed, scales, g, None, out, tiled=tiled)

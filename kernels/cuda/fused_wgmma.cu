@@ -1,41 +1,45 @@
 // The fused_wgmma path: NVFP4 matmul for medium M (up to 256 activation rows) on Hopper warpgroup
 // MMAs (wgmma, sm_90a), each weight decoded once, straight into the register A operand.
 //
-// Y = A @ W^T (+ bias), block size 16, K % 128 == 0, the contract's row-major packed weight
-// [n, k/2] and scale bytes [n, k/16], or a registered weight's fragment-ordered copy of them
-// (nvfp4_kernels.layout.wgmma_weights; the same bits, fewer loads and no byte gathers). Why this
-// shape (benchmarks/NOTES.md, 2026-12-04): at M >= 128 the mma.sync kernel (fused_mma.cu) decodes
-// every weight once per 64 activation rows and prefill writes and re-reads a bf16 copy of the
-// weights; a kernel that passes decoded weights through shared memory is held by those stores.
-// Here no decoded weight touches shared memory.
+// Y = A @ W^T (+ bias), block size 16, K % 128 == 0, from the contract's row-major packed weight
+// [n, k/2] and scale bytes [n, k/16], or from a registered weight's tile-contiguous copy of them
+// (nvfp4_kernels.layout.tile_weights, signs placed: fused_mma's copy; the same bits, and one copy
+// serves both fused paths). Why this shape (benchmarks/NOTES.md, 2026-12-04): at M >= 128 the
+// mma.sync kernel (fused_mma.cu) decodes every weight once per 64 activation rows and prefill
+// writes and re-reads a bf16 copy of the weights; a kernel that passes decoded weights through
+// shared memory is held by those stores. Here no decoded weight touches shared memory.
 //
-// A block owns 128 weight rows (two warpgroups of 64) and up to 256 activation rows, and walks its
-// split's 128-value K steps:
-// - thread 0 copies each step's activations by TMA (two K-half boxes of 256 rows x 64 values,
-//   128-byte swizzle: a wgmma B operand as it lands; rows past M are zero-filled) into a ring of
-//   kStages stages, kStages - 1 steps ahead; each warpgroup releases a stage when its wgmmas
-//   that read it are complete;
-// - every thread loads the 64 packed bytes and 8 scale bytes of its two weight rows of the next
-//   step from global memory (the four lanes of a quad load the same row; L1 serves the repeats),
-//   gathers with byte permutes the 16 bytes whose codes its m16n8k16 A fragments hold (lane t of
-//   a quad: the bytes b with b % 4 == t, natural K order), decodes them with the table decode of
-//   mma_decode.cuh (the exact multiply form where a block's scale leaves the table's range) and
-//   its warpgroup runs wgmma.m64n256k16 with A from registers and B by descriptor;
+// The K order is fused_mma's (benchmarks/NOTES.md, sixteenth to eighteenth sessions): lane t of a
+// quad decodes the 32 consecutive codes 32 t .. 32 t + 31 of each of its two rows a step (two
+// scale blocks, so two decode tables a row and step), and k16 MMA j takes at its column c the
+// value K = 32 (c % 8 / 2) + 4 j + 2 (c / 8) + c % 2 of the step: exactly the slots of fused_mma.cu's
+// MMA j. The activations are read from a copy permuted to match (nvfp4_wgmma_permute_act_kernel,
+// launched first; the wgmma kernel is its programmatic dependent). Per element the k16 sums are
+// fused_mma's, in the same order, so at the same K ranges the bits are fused_mma's, which a GPU
+// suite checks. (The natural K order, whose k16 MMA j takes K = 16 j .. 16 j + 15 as TMA lands it,
+// needs eight decode tables a row and step; it was this kernel's first form and measured slower
+// at every M; it is retired, benchmarks/NOTES.md, nineteenth session.)
+//
+// A block owns 128 weight rows (two warpgroups of 64) and one activation tile of NACT rows (the
+// narrowest of kMmaOrderActTiles that holds M), and walks its split's 128-value K steps:
+// - thread 0 copies each step's permuted activations by TMA (two K-half boxes of NACT rows x 64
+//   values, 128-byte swizzle: a wgmma B operand as it lands) into a ring of kStages stages,
+//   kStages - 1 steps ahead; each warpgroup releases a stage when its wgmmas that read it are
+//   complete;
+// - every thread loads the 16 packed bytes and 2 scale bytes of each of its two weight rows of the
+//   next step from global memory, decodes them with the table decode of mma_decode.cuh (the exact
+//   multiply form where a block's scale leaves the table's range) and its warpgroup runs
+//   wgmma.m64nNk16 with A from registers and B by descriptor;
 // - the K loop is pipelined by half steps: half 0 of step s is decoded while half 1 of step
 //   s - 1 runs (two fragment buffers, wgmma.wait_group 1).
 //
-// Bits: each k16 wgmma adds the 16 products of K = 16 j .. 16 j + 15 of a step (j = 0..7 in
-// order) to the fp32 accumulators, steps in order from +0.0. The K split is the host's plan
-// (nvfp4_kernels.tiling.wgmma_plan): the first `whole_tiles` row tiles of 128 take every step in
-// one block; the remaining tiles are split into `splits` equal step ranges whose fp32 partials the
-// finalize kernel sums in split order from +0.0 before adding the bias and rounding once. So the
-// bits depend on the plan, which depends only on (n, k) and the GPU's SM count.
-//
-// The same kernel also runs in fused_mma's K order (MMA_ORDER, nvfp4_launch_fused_wgmma_mma_order;
-// the dispatcher's launch since it measured faster at every M, benchmarks/NOTES.md): each lane decodes 32 consecutive codes of a row and step (two
-// decode tables instead of eight), k16 MMA j takes the values fused_mma.cu's MMA j takes, the
-// activations are read from a copy permuted to match, and the bits are fused_mma's at the same K
-// ranges. Its dev variants (narrow tiles, staged weights) are scripts/ws_dev/mma_order_dev.py's.
+// Bits: each k16 wgmma adds its 16 products to the fp32 accumulators, MMAs j = 0..7 of a step in
+// order, steps in order from +0.0. The K split is the host's plan (nvfp4_kernels.tiling.wgmma_plan):
+// the first `whole_tiles` row tiles of 128 take every step in one block; the remaining tiles are
+// split into `splits` equal step ranges whose fp32 partials the finalize kernel sums in split
+// order from +0.0 before adding the bias and rounding once. So the bits depend on the plan, which
+// depends only on (n, k) and the GPU's SM count. Dev variants (more blocks an SM, staged weights)
+// are scripts/ws_dev/mma_order_dev.py's.
 #include <type_traits>
 
 #include "hopper_async.cuh"
@@ -62,49 +66,7 @@ __host__ __device__ constexpr int wgmma_smem_bytes(int nact, bool staged = false
   return stages * stage_bytes(nact, staged) + 16 * stages + 1024;
 }
 
-// Byte c of each of four words n0..n3 -> one word (the quad gather; sel = c | (c + 4) << 4).
-__device__ __forceinline__ uint32_t gather_bytes(uint32_t n0, uint32_t n1, uint32_t n2, uint32_t n3, uint32_t sel) {
-  return prmt(prmt(n0, n1, sel), prmt(n2, n3, sel), 0x5410u);
-}
-
-// Word w -> four A-fragment registers: codes 0-3 (k16 tile 2q) through table ta, codes 4-7 (tile
-// 2q + 1) through tb. PLACED: the word's signs are where place_signs (mma_decode.cuh) puts them,
-// as in the fragment-ordered layout; otherwise natural (code i's sign at bit 4 i + 3).
-template <bool PLACED>
-__device__ __forceinline__ void decode_word_two_tables(uint32_t w, const DecodeTable& ta, const DecodeTable& tb,
-                                                       uint32_t r[4]) {
-  const uint32_t mag = w & 0x77777777u;
-  const uint32_t mag47 = mag >> 16;
-  const uint32_t w4 = w << 4;  // the signs of even codes move to bit 7 of their byte
-  const uint32_t sign03 = (PLACED ? w : prmt(w4, w, kSelPair01)) & 0x80808080u;
-  const uint32_t sign47 = (PLACED ? w4 : prmt(w4, w, kSelPair23)) & 0x80808080u;
-  const uint32_t lo03 = prmt(ta.lo03, ta.lo47, mag), hi03 = prmt(ta.hi03, ta.hi47, mag) ^ sign03;
-  const uint32_t lo47 = prmt(tb.lo03, tb.lo47, mag47), hi47 = prmt(tb.hi03, tb.hi47, mag47) ^ sign47;
-  interleave_bytes(lo03, hi03, lo47, hi47, r);
-}
-
-// The exact form for blocks outside the table's range: codes 0-3 with scale s0, 4-7 with s1
-// (decode_word's two forms, as fused_mma.cu chooses them); PLACED as above.
-template <typename T, bool PLACED>
-__device__ __forceinline__ void decode_word_multiply(uint32_t placed_or_natural, float s0, float s1, uint32_t r[4]) {
-  const uint32_t w = PLACED ? unplace_signs(placed_or_natural) : placed_or_natural;
-  uint32_t lo[4], hi[4];
-  const float b0 = s0 * pow2_14(), b1 = s1 * pow2_14();
-  const float inf = __uint_as_float(0x7F800000u);
-  if (fabsf(b0) == inf && fabsf(s0) != inf) {
-    decode_word<T, false>(w & 0xFFFFu, s0, lo);
-  } else {
-    decode_word<T, true>(w & 0xFFFFu, b0, lo);
-  }
-  if (fabsf(b1) == inf && fabsf(s1) != inf) {
-    decode_word<T, false>(w >> 16, s1, hi);
-  } else {
-    decode_word<T, true>(w >> 16, b1, hi);
-  }
-  r[0] = lo[0], r[1] = lo[1], r[2] = hi[0], r[3] = hi[1];
-}
-
-// MMA_ORDER (see the kernel): word w of a lane's codes, all in one scale block of scale s, by
+// Word w of a lane's codes, all in one scale block of scale s, by
 // multiplication (decode_word's two forms, as fused_mma.cu chooses them; PLACED words unplaced).
 template <typename T, bool PLACED>
 __device__ __forceinline__ void decode_word_one_scale(uint32_t placed_or_natural, float s, uint32_t r[4]) {
@@ -117,7 +79,7 @@ __device__ __forceinline__ void decode_word_one_scale(uint32_t placed_or_natural
   }
 }
 
-// MMA_ORDER's half step h of one lane: words 2 h and 2 h + 1 of rows g and g + 8 (codes
+// Half step h of one lane: words 2 h and 2 h + 1 of rows g and g + 8 (codes
 // 16 h .. 16 h + 15 of the lane's 32 a row, scale block 2 t + h: byte h of c0 / c1) -> the A
 // fragments of k16 MMAs 4 h .. 4 h + 3, the registers fused_mma.cu's decode gives its MMAs of the
 // same index: one table a row (build_table), or multiplication where a scale leaves its range.
@@ -156,7 +118,7 @@ __device__ __forceinline__ void decode_half_mma_order(const uint32_t (&wr0)[2], 
   }
 }
 
-// MMA_ORDER's activations: a [m, k] (k % 128 == 0, 2-byte values, 16-byte aligned) -> out
+// The kernel's activations: a [m, k] (k % 128 == 0, 2-byte values, 16-byte aligned) -> out
 // [rows_out, k], each 128-value step permuted so that out[16 j + c] = a[32 (c % 8 / 2) + 4 j +
 // 2 (c / 8) + c % 2], and the rows from m to rows_out (the last activation tile's) zero: the
 // kernel's TMA boxes then never reach past the tensor (a partly out-of-bounds box measured slow:
@@ -182,7 +144,7 @@ nvfp4_wgmma_permute_act_kernel(const uint32_t* __restrict__ a, uint4* __restrict
   out[i] = make_uint4(__ldg(src), __ldg(src + 16), __ldg(src + 32), __ldg(src + 48));
 }
 
-// Activation rows of MMA_ORDER's permuted copy: m rounded up to whole tiles of nact rows.
+// Activation rows of the permuted copy: m rounded up to whole tiles of nact rows.
 [[maybe_unused]] __host__ __device__ constexpr int64_t permuted_rows(int m, int nact) {
   return (static_cast<int64_t>(m) + nact - 1) / nact * nact;
 }
@@ -204,33 +166,23 @@ struct WgmmaPlan {
   int per_split;    // steps per split
 };
 
-// RELAYOUT = false: the contract's row-major weights (nvfp4_launch_fused_wgmma). RELAYOUT = true:
-// the fragment-ordered copy of a registered weight (nvfp4_launch_fused_wgmma_tiled; lane t's 16
-// bytes of a row and step hold exactly its fragments' codes, signs placed; scale bytes
-// tile-contiguous), which saves the quad's three extra 16-byte loads and the byte gathers.
+// RELAYOUT = false: the contract's row-major weights. RELAYOUT = true: a registered weight's
+// tile-contiguous copy (nvfp4_kernels.layout.tile_weights, signs placed: fused_mma's copy). Either
+// way one 16-byte load of the lane's own bytes a row and step, and its 2 scale bytes in one 16-bit
+// load.
 // NACT (activation rows a block, the wgmma's N) and MIN_BLOCKS (resident blocks an SM, by the
-// launch bounds): the library launches one block an SM, 256 rows in the natural K order and the
-// narrowest of 64, 128, 192 and 256 that holds M in fused_mma's (mma_order_act_tile); more blocks
-// an SM are the dev measurements of scripts/ws_dev/narrow_dev.py and mma_order_dev.py (same bits
-// at the same plan; benchmarks/NOTES.md, fifteenth and seventeenth sessions).
-// MMA_ORDER (the dispatcher's launch, nvfp4_launch_fused_wgmma_mma_order; the natural-order
-// exports launch false): fused_mma's K order instead of the natural one. Lane t then holds the 32 consecutive codes 32 t .. 32 t + 31
-// of each row and step (two scale blocks, so two decode tables a row and step instead of eight),
-// k16 MMA j takes K = 32 (c % 8 / 2) + 4 j + 2 (c / 8) + c % 2 at its column c, exactly the
-// slots of fused_mma.cu's MMA j, and the activations are read from a copy permuted to match
-// (nvfp4_wgmma_permute_act_kernel above, launched first; the kernel is its programmatic dependent
-// and waits for it before its first activation copy). The weights are fused_mma's: RELAYOUT, the tile-contiguous copy
-// (nvfp4_kernels.layout.tile_weights, signs placed), else the row-major ones, one 16-byte load
-// of the lane's own bytes a row and step. Per element, the same k16 sums as fused_mma in the same
-// order, so at the same K ranges the bits are fused_mma's.
-// STAGES and STAGED (dev only; the library launches 3 and false): STAGED needs a tile-contiguous
-// layout (RELAYOUT: the fragment-ordered copy, or fused_mma's in MMA_ORDER), whose step of a 64-row
-// tile is one 4 KB piece of codes and one of 512 scale bytes. Thread 0 then copies each step's two
-// pieces of the block's tiles into the stage with its activations (bulk copies on the same
-// barrier), and the threads read their bytes from shared memory, so STAGES - 1 steps of weights are
-// in flight instead of the one that the register prefetch holds.
-template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false,
-          int STAGES = kWgStages, bool STAGED = false>
+// launch bounds): the library launches one block an SM and the narrowest of kMmaOrderActTiles
+// that holds M (mma_order_act_tile); more blocks an SM are the dev measurements of
+// scripts/ws_dev/mma_order_dev.py (same bits at the same plan; benchmarks/NOTES.md, seventeenth
+// session).
+// STAGES and STAGED (dev only; the library launches 3 and false): STAGED needs the tile-contiguous
+// layout (RELAYOUT), whose step of a 64-row tile is one 4 KB piece of codes and one of 512 scale
+// bytes. Thread 0 then copies each step's two pieces of the block's tiles into the stage with its
+// activations (bulk copies on the same barrier), and the threads read their bytes from shared
+// memory, so STAGES - 1 steps of weights are in flight instead of the one that the register
+// prefetch holds.
+template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1, int STAGES = kWgStages,
+          bool STAGED = false>
 __global__ void __launch_bounds__(kWgThreads, MIN_BLOCKS)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                          const float* __restrict__ g_ptr, const unsigned short* __restrict__ bias,
@@ -297,114 +249,60 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     tma_load_2d(dst + kWgActStageBytes / 2, &act_map, (step0 + s_load) * kWgStepK + 64, m0, bar);
   };
   if (tid == 0) {
-    if constexpr (MMA_ORDER) wait_for_prerequisite_grid();  // the permuted activations are written
+    wait_for_prerequisite_grid();  // the permuted activations are written
     for (int s = 0; s < STAGES - 1 && s < steps; ++s) load_act(s);
   }
   // this thread's weight rows: g and g + 8 of its warp's 16; rows past n read nothing (zero codes
   // and scale bytes, whose products never reach the output)
   const int row0 = n0 + 64 * wg + 16 * warp + g, row1 = row0 + 8;
   const bool ok0 = row0 < n, ok1 = row1 < n;
-  // a row's bytes of step s: row-major, the 64 packed bytes (every lane of a quad loads them all)
-  // and 8 scale bytes at K/2 and K/16 bytes a row; fragment-ordered, the lane's own 16 bytes in a
-  // 4 KB piece per 64-row tile and step, and the tile's 512 scale bytes per step
-  // In MMA_ORDER a lane's bytes are the row's 16 t .. 16 t + 15 in either layout (one load), and
-  // its scale bytes 2 t and 2 t + 1 of the row's 8.
-  constexpr bool kOwnBytes = RELAYOUT || MMA_ORDER;
-  constexpr int kLoads = kOwnBytes ? 1 : 4;       // 16-byte loads a row and step
-  constexpr int kPackedStep = RELAYOUT ? 256 : 4;  // in uint4 a step
-  using ScaleBytes = std::conditional_t<MMA_ORDER, unsigned short, uint2>;
-  constexpr int kScaleStep = (RELAYOUT ? 512 : 8) / static_cast<int>(sizeof(ScaleBytes));  // a step
+  // a row's bytes of step s: the lane's 16 t .. 16 t + 15 of the row (one 16-byte load) and its
+  // scale bytes 2 t and 2 t + 1 of the row's 8; row-major at K/2 and K/16 bytes a row,
+  // tile-contiguous in a 4 KB piece of codes and 512 scale bytes per 64-row tile and step
   auto packed_at = [&](int64_t row) {
     return reinterpret_cast<const uint4*>(
         RELAYOUT ? packed + ((row >> 6) * total_steps + step0) * 4096 + (row & 63) * 64 + t * 16
-                 : packed + row * (k / 2) + step0 * 64 + (MMA_ORDER ? t * 16 : 0));
+                 : packed + row * (k / 2) + step0 * 64 + t * 16);
   };
   auto scales_at = [&](int64_t row) {
-    return reinterpret_cast<const ScaleBytes*>(
+    return reinterpret_cast<const unsigned short*>(
         (RELAYOUT ? scales + ((row >> 6) * total_steps + step0) * 512 + (row & 63) * 8
                   : scales + row * (k / 16) + step0 * 8) +
-        (MMA_ORDER ? 2 * t : 0));
+        2 * t);
   };
+  constexpr int kPackedStep = RELAYOUT ? 256 : 4;                // in uint4 a step
+  constexpr int kScaleStep = (RELAYOUT ? 512 : 8) / 2;           // in 16-bit pairs a step
   const uint4 *p0 = packed_at(ok0 ? row0 : 0), *p1 = packed_at(ok1 ? row1 : 0);
-  const ScaleBytes *q0 = scales_at(ok0 ? row0 : 0), *q1 = scales_at(ok1 ? row1 : 0);
-  const uint32_t sel = static_cast<uint32_t>(t) | (static_cast<uint32_t>(t + 4) << 4);
-  uint4 w0[kLoads], w1[kLoads];  // the step's bytes of rows 0 and 1
-  ScaleBytes c0, c1;             // their scale bytes (all 8, or the lane's 2 in MMA_ORDER)
+  const unsigned short *q0 = scales_at(ok0 ? row0 : 0), *q1 = scales_at(ok1 ? row1 : 0);
+  uint4 w0, w1;               // the step's bytes of rows 0 and 1
+  unsigned short c0, c1;      // their scale bytes (the lane's 2)
   auto load_raw = [&](int s_load) {
     const uint4 z4 = make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      w0[i] = ok0 ? __ldg(p0 + kPackedStep * s_load + i) : z4;
-      w1[i] = ok1 ? __ldg(p1 + kPackedStep * s_load + i) : z4;
-    }
-    c0 = ok0 ? __ldg(q0 + kScaleStep * s_load) : ScaleBytes{};
-    c1 = ok1 ? __ldg(q1 + kScaleStep * s_load) : ScaleBytes{};
+    w0 = ok0 ? __ldg(p0 + kPackedStep * s_load) : z4;
+    w1 = ok1 ? __ldg(p1 + kPackedStep * s_load) : z4;
+    c0 = ok0 ? __ldg(q0 + kScaleStep * s_load) : static_cast<unsigned short>(0);
+    c1 = ok1 ? __ldg(q1 + kScaleStep * s_load) : static_cast<unsigned short>(0);
   };
   // STAGED: the step's bytes of rows 0 and 1 from its stage (rows past n read nothing)
   auto read_stage = [&](uint32_t stage_base) {
     const uint32_t wb = stage_base + kWgActStageBytes + wg * 4096 + (16 * warp + g) * 64 + t * 16;
     const uint32_t sb = stage_base + kWgActStageBytes + 8192 + wg * 512 + (16 * warp + g) * 8;
-    w0[0] = ok0 ? lds128(wb) : make_uint4(0, 0, 0, 0);
-    w1[0] = ok1 ? lds128(wb + 8 * 64) : make_uint4(0, 0, 0, 0);
-    if constexpr (MMA_ORDER) {
-      c0 = ok0 ? lds16(sb + 2 * t) : ScaleBytes{};
-      c1 = ok1 ? lds16(sb + 8 * 8 + 2 * t) : ScaleBytes{};
-    } else {
-      c0 = ok0 ? lds64(sb) : ScaleBytes{};
-      c1 = ok1 ? lds64(sb + 8 * 8) : ScaleBytes{};
-    }
+    w0 = ok0 ? lds128(wb) : make_uint4(0, 0, 0, 0);
+    w1 = ok1 ? lds128(wb + 8 * 64) : make_uint4(0, 0, 0, 0);
+    c0 = ok0 ? lds16(sb + 2 * t) : static_cast<unsigned short>(0);
+    c1 = ok1 ? lds16(sb + 8 * 8 + 2 * t) : static_cast<unsigned short>(0);
   };
   const float gs = __ldg(g_ptr);
   float acc[NACT / 2];
 #pragma unroll
   for (int x = 0; x < NACT / 2; ++x) acc[x] = 0.f;
   if (!STAGED && steps > 0) load_raw(0);
-  // the lane's words 2 h and 2 h + 1 of a row: row-major, gathered from the row's natural bytes
-  // 32 h .. 32 h + 31; fragment-ordered or in MMA_ORDER, as loaded
-  auto lane_words = [&](const uint4 (&w)[kLoads], int h, uint32_t (&out)[2]) {
-    if constexpr (kOwnBytes) {
-      out[0] = h ? w[0].z : w[0].x, out[1] = h ? w[0].w : w[0].y;
-    } else {
-      const uint4* r = w + 2 * h;
-      out[0] = gather_bytes(r[0].x, r[0].y, r[0].z, r[0].w, sel);
-      out[1] = gather_bytes(r[1].x, r[1].y, r[1].z, r[1].w, sel);
-    }
-  };
-  // half h of the step: words 2 h, 2 h + 1 of both rows, scale blocks 4 h .. 4 h + 3 -> the A
-  // fragments of k16 tiles 4 h .. 4 h + 3
+  // half h of the step: words 2 h, 2 h + 1 of both rows (the lane's codes 16 h .. 16 h + 15 of
+  // each, in scale block 2 t + h) -> the A fragments of k16 MMAs 4 h .. 4 h + 3
   auto decode_half = [&](int h, uint32_t (&af)[4][4]) {
-    uint32_t wr0[2], wr1[2];
-    lane_words(w0, h, wr0);
-    lane_words(w1, h, wr1);
-    if constexpr (MMA_ORDER) {
-      decode_half_mma_order<T, RELAYOUT>(wr0, wr1, c0, c1, h, gs, af);
-    } else {
-    const uint32_t cb0 = h ? c0.y : c0.x, cb1 = h ? c1.y : c1.x;
-    float s0[4], s1[4];
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      const float2 f0 = e4m3x2_to_f32(b == 0 ? cb0 : cb0 >> 16);
-      const float2 f1 = e4m3x2_to_f32(b == 0 ? cb1 : cb1 >> 16);
-      s0[2 * b] = f0.x * gs, s0[2 * b + 1] = f0.y * gs;
-      s1[2 * b] = f1.x * gs, s1[2 * b + 1] = f1.y * gs;
-    }
-    bool all_table = true;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) all_table &= table_ok<T>(s0[i]) & table_ok<T>(s1[i]);
-#pragma unroll
-    for (int qq = 0; qq < 2; ++qq) {
-      uint32_t f0[4], f1[4];
-      if (all_table) {
-        decode_word_two_tables<RELAYOUT>(wr0[qq], build_table<T>(s0[2 * qq]), build_table<T>(s0[2 * qq + 1]), f0);
-        decode_word_two_tables<RELAYOUT>(wr1[qq], build_table<T>(s1[2 * qq]), build_table<T>(s1[2 * qq + 1]), f1);
-      } else {
-        decode_word_multiply<T, RELAYOUT>(wr0[qq], s0[2 * qq], s0[2 * qq + 1], f0);
-        decode_word_multiply<T, RELAYOUT>(wr1[qq], s1[2 * qq], s1[2 * qq + 1], f1);
-      }
-      af[2 * qq][0] = f0[0], af[2 * qq][1] = f1[0], af[2 * qq][2] = f0[1], af[2 * qq][3] = f1[1];
-      af[2 * qq + 1][0] = f0[2], af[2 * qq + 1][1] = f1[2], af[2 * qq + 1][2] = f0[3], af[2 * qq + 1][3] = f1[3];
-    }
-    }  // natural K order
+    const uint32_t wr0[2] = {h ? w0.z : w0.x, h ? w0.w : w0.y};
+    const uint32_t wr1[2] = {h ? w1.z : w1.x, h ? w1.w : w1.y};
+    decode_half_mma_order<T, RELAYOUT>(wr0, wr1, c0, c1, h, gs, af);
   };
   // Step s - 1's activation stage is released once its second half is complete; thread 0 then
   // loads step s + kWgStages - 1 into it, once both warpgroups have released it.
@@ -470,30 +368,25 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 #endif
 }
 
-// MMA_ORDER launches first permute the activations into act_ws (permuted_rows(m, NACT) x k 2-byte
-// values, 16-byte aligned; the dev entry's caller provides it), then the kernel as that launch's
-// programmatic dependent, its TMA boxes inside the permuted copy.
-template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1, bool MMA_ORDER = false,
-          int STAGES = kWgStages, bool STAGED = false>
+// The launch first permutes the activations into act_ws (permuted_rows(m, NACT) x k 2-byte
+// values, 16-byte aligned; the caller provides it), then the kernel as that launch's programmatic
+// dependent, its TMA boxes inside the permuted copy.
+template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1, int STAGES = kWgStages,
+          bool STAGED = false>
 cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
                          cudaStream_t stream, void* act_ws = nullptr) {
-  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS, MMA_ORDER, STAGES, STAGED>;
+  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS, STAGES, STAGED>;
   constexpr int kSmem = wgmma_smem_bytes(NACT, STAGED, STAGES);
   static_assert(kSmem <= 227 * 1024, "more shared memory than an SM has for one block");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
-  const void* act = a;
-  int act_rows = m;
-  if constexpr (MMA_ORDER) {
-    if (act_ws == nullptr || reinterpret_cast<uintptr_t>(act_ws) % 16 != 0) return cudaErrorInvalidValue;
-    act_rows = static_cast<int>(permuted_rows(m, NACT));
-    err = launch_permute_act(a, act_ws, m, act_rows, k, stream);
-    if (err != cudaSuccess) return err;
-    act = act_ws;
-  }
+  if (act_ws == nullptr || reinterpret_cast<uintptr_t>(act_ws) % 16 != 0) return cudaErrorInvalidValue;
+  const int act_rows = static_cast<int>(permuted_rows(m, NACT));
+  err = launch_permute_act(a, act_ws, m, act_rows, k, stream);
+  if (err != cudaSuccess) return err;
   CUtensorMap act_map{};
-  err = hopper::encode_act_map(&act_map, act, std::is_same_v<T, __nv_bfloat16>, act_rows, k, NACT);
+  err = hopper::encode_act_map(&act_map, act_ws, std::is_same_v<T, __nv_bfloat16>, act_rows, k, NACT);
   if (err != cudaSuccess) return err;
   const int m_tiles = (m + NACT - 1) / NACT;
   const int64_t blocks = (static_cast<int64_t>(plan.whole_tiles) +
@@ -505,23 +398,16 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   const auto* bias_s = static_cast<const unsigned short*>(bias);
   auto* out_s = static_cast<unsigned short*>(out);
   float* partial = split ? workspace : nullptr;
-  if constexpr (MMA_ORDER) {  // the permutation's programmatic dependent
-    err = launch_programmatic_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWgThreads), kSmem, stream,
-                                        packed_b, scales_b, g_f, bias_s, out_s, partial, m, n, k, m_tiles, plan,
-                                        act_map);
-  } else {
-    kernel<<<static_cast<unsigned>(blocks), kWgThreads, kSmem, stream>>>(packed_b, scales_b, g_f, bias_s, out_s,
-                                                                         partial, m, n, k, m_tiles, plan, act_map);
-    err = cudaGetLastError();
-  }
+  // the permutation's programmatic dependent
+  err = launch_programmatic_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWgThreads), kSmem, stream,
+                                      packed_b, scales_b, g_f, bias_s, out_s, partial, m, n, k, m_tiles, plan, act_map);
   if (err != cudaSuccess || !split) return err;
   return launch_splitk_finalize<T>(workspace, bias_s, out_s, m, n, plan.splits, stream, plan.whole_tiles * kWgRows);
 }
 
 bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// fused_mma's K order: the activation tile (the wgmma's N, rows of the permuted copy a block
-// reads) for m rows: the narrowest of kMmaOrderActTiles that holds them. A block takes one
+// The activation tile (the wgmma's N, rows of the permuted copy a block reads) for m rows: the narrowest of kMmaOrderActTiles that holds them. A block takes one
 // activation tile and every K step of its weight rows' range either way, so the plan and the bits
 // do not depend on it (the dev variants had fused_mma's bits at every width); the narrower tile
 // does fewer MMAs and decodes the same weights: 64.3 us instead of 75.6 at M = 128 on a
@@ -541,18 +427,18 @@ constexpr int mma_order_act_tile(int m) {
 }
 
 // launch_wgmma for either output type, one block a multiprocessor (the plan's waves)
-template <bool RELAYOUT, bool MMA_ORDER, int NACT>
+template <bool RELAYOUT, int NACT>
 cudaError_t launch_either_type(int32_t out_bf16, const void* a, const void* packed, const void* scales, const void* g,
                                const void* bias, void* out, float* workspace, int m, int n, int k,
                                const WgmmaPlan& plan, cudaStream_t stream, void* act_ws) {
-  return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT, 1, MMA_ORDER>(a, packed, scales, g, bias, out,
-                                                                              workspace, m, n, k, plan, stream, act_ws)
-                  : launch_wgmma<__half, RELAYOUT, NACT, 1, MMA_ORDER>(a, packed, scales, g, bias, out, workspace, m,
-                                                                       n, k, plan, stream, act_ws);
+  return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT>(a, packed, scales, g, bias, out, workspace, m, n, k,
+                                                                 plan, stream, act_ws)
+                  : launch_wgmma<__half, RELAYOUT, NACT>(a, packed, scales, g, bias, out, workspace, m, n, k, plan,
+                                                          stream, act_ws);
 }
 
-// fused_mma's K order: launch_either_type with the activation tile mma_order_act_tile(m),
-// searched for in kMmaOrderActTiles from index I on
+// launch_either_type with the activation tile mma_order_act_tile(m), searched for in
+// kMmaOrderActTiles from index I on
 template <bool RELAYOUT, int I = 0>
 cudaError_t launch_mma_order(int32_t out_bf16, const void* a, const void* packed, const void* scales, const void* g,
                              const void* bias, void* out, float* workspace, int m, int n, int k,
@@ -564,16 +450,16 @@ cudaError_t launch_mma_order(int32_t out_bf16, const void* a, const void* packed
                                                stream, act_ws);
     }
   }
-  return launch_either_type<RELAYOUT, true, kTile>(out_bf16, a, packed, scales, g, bias, out, workspace, m, n, k,
-                                                   plan, stream, act_ws);
+  return launch_either_type<RELAYOUT, kTile>(out_bf16, a, packed, scales, g, bias, out, workspace, m, n, k, plan,
+                                             stream, act_ws);
 }
 
-// The exports' argument checks (cudaErrorInvalidValue for anything the kernel cannot take), then
-// the launch on the layout RELAYOUT names, in the K order MMA_ORDER names (which needs act_ws).
-template <bool RELAYOUT, bool MMA_ORDER = false>
-int launch_checked(const void* a, const void* packed, const void* scales, const void* g, const void* bias, void* out,
-                   float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16, int32_t whole_tiles,
-                   int32_t splits, cudaStream_t stream, void* act_ws = nullptr) {
+// The export's argument checks (cudaErrorInvalidValue for anything the kernel cannot take), then
+// the launch on the layout RELAYOUT names.
+template <bool RELAYOUT>
+int launch_checked(const void* a, void* act_ws, const void* packed, const void* scales, const void* g,
+                   const void* bias, void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
+                   int32_t whole_tiles, int32_t splits, cudaStream_t stream) {
   const int64_t steps = k / kWgStepK;
   const int64_t tiles = (n + kWgRows - 1) / kWgRows;
   if (a == nullptr || packed == nullptr || scales == nullptr || g == nullptr || out == nullptr || m < 1 ||
@@ -584,21 +470,14 @@ int launch_checked(const void* a, const void* packed, const void* scales, const 
   }
   const bool split = whole_tiles < tiles && splits > 1;
   if (split && workspace == nullptr) return static_cast<int>(cudaErrorInvalidValue);
-  if (MMA_ORDER && (act_ws == nullptr || !aligned_to(act_ws, 16))) return static_cast<int>(cudaErrorInvalidValue);
+  if (act_ws == nullptr || !aligned_to(act_ws, 16)) return static_cast<int>(cudaErrorInvalidValue);
   const int per = static_cast<int>((steps + splits - 1) / splits);
   // equal ranges with none empty: the plan's splits must be ceil(steps / per)
   if ((steps + per - 1) / per != splits) return static_cast<int>(cudaErrorInvalidValue);
   const WgmmaPlan plan{whole_tiles, static_cast<int>(tiles), splits, per};
   const int ni = static_cast<int>(n), ki = static_cast<int>(k);
-  cudaError_t err;
-  if constexpr (MMA_ORDER) {
-    err = launch_mma_order<RELAYOUT>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki, plan, stream,
-                                     act_ws);
-  } else {
-    err = launch_either_type<RELAYOUT, false, kWgActRows>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni,
-                                                          ki, plan, stream, act_ws);
-  }
-  return static_cast<int>(err);
+  return static_cast<int>(launch_mma_order<RELAYOUT>(out_bf16, a, packed, scales, g, bias, out, workspace, m, ni, ki,
+                                                      plan, stream, act_ws));
 }
 
 }  // namespace
@@ -610,46 +489,25 @@ extern "C" {
 // of this many rows (nvfp4_kernels.tiling.wgmma_plan).
 int nvfp4_fused_wgmma_tile_rows() { return nvfp4::kWgRows; }
 
-// a: [m, k] fp16/bf16, 16-byte aligned (a TMA source); packed: [n, k/2] row-major, 16-byte
-// aligned; scales: [n, k/16], 8-byte aligned; g: one fp32 in device memory; bias: [n] or null;
-// out: [m, n]; 1 <= m <= 256, k % 128 == 0. The plan: the first whole_tiles tiles of 128 rows take
-// every K step in one block, the rest are split into `splits` ranges of ceil((k / 128) / splits)
-// steps each; then workspace holds splits * m * (n - 128 whole_tiles) fp32 partials. Needs an
-// sm_90 GPU (the kernel is built for sm_90a only); elsewhere the launch fails with CUDA's error.
-int nvfp4_launch_fused_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
-                             void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
-                             int32_t whole_tiles, int32_t splits, cudaStream_t stream) {
-  return nvfp4::launch_checked<false>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, whole_tiles,
-                                      splits, stream);
-}
-
-// The same product and bits from the fragment-ordered copy nvfp4_kernels.layout makes once per
-// weight (wgmma_weights): packed is [ceil(n / 64), k / 128, 64, 64] bytes, where lane t's 16
-// bytes of a row and step are its A fragments' codes (word q, code i: K = 16 (2 q + i / 4) + 2 t
-// + (0, 1, 8, 9)[i % 4] of the step) with each word's signs placed (mma_decode.cuh,
-// place_signs); scales are the tile-contiguous layout's [ceil(n / 64), k / 128, 64, 8]. Every
-// other argument as nvfp4_launch_fused_wgmma.
-int nvfp4_launch_fused_wgmma_tiled(const void* a, const void* packed, const void* scales, const void* g,
-                                   const void* bias, void* out, float* workspace, int32_t m, int64_t n, int64_t k,
-                                   int32_t out_bf16, int32_t whole_tiles, int32_t splits, cudaStream_t stream) {
-  return nvfp4::launch_checked<true>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, whole_tiles,
-                                     splits, stream);
-}
-
-// fused_mma's K order (the kernel's MMA_ORDER; the dispatcher's launch, benchmarks/NOTES.md,
-// sixteenth and seventeenth sessions): the same product with fused_mma's bits at the same K ranges. packed and
-// scales are the contract's row-major ones, or with `tiled` fused_mma's tile-contiguous copy
-// (nvfp4_kernels.layout.tile_weights, signs placed). act_ws: nvfp4_fused_wgmma_act_rows(m) x k
-// values of a's type, 16-byte aligned, which the launch fills with the permuted activations (a
-// kernel before the wgmma kernel, on the stream). Every other argument as nvfp4_launch_fused_wgmma.
+// The fused_wgmma launch, in fused_mma's K order (with fused_mma's bits at the same K ranges).
+// a: [m, k] fp16/bf16, 16-byte aligned; act_ws: nvfp4_fused_wgmma_act_rows(m) x k values of a's
+// type, 16-byte aligned, which the launch fills with the permuted activations (a kernel before the
+// wgmma kernel, on the stream; the TMA source); packed: [n, k/2] row-major, 16-byte aligned, and
+// scales: [n, k/16], 8-byte aligned, or with `tiled` fused_mma's tile-contiguous copy of both
+// (nvfp4_kernels.layout.tile_weights, signs placed); g: one fp32 in device memory; bias: [n] or
+// null; out: [m, n]; 1 <= m <= 256, k % 128 == 0. The plan: the first whole_tiles tiles of 128 rows
+// take every K step in one block, the rest are split into `splits` ranges of
+// ceil((k / 128) / splits) steps each; then workspace holds splits * m * (n - 128 whole_tiles) fp32
+// partials. Needs an sm_90 GPU (the kernel is built for sm_90a only); elsewhere the launch fails
+// with CUDA's error. (The name keeps "mma_order" from when a natural-order launch stood beside it.)
 int nvfp4_launch_fused_wgmma_mma_order(const void* a, void* act_ws, const void* packed, const void* scales,
                                        const void* g, const void* bias, void* out, float* workspace, int32_t m,
                                        int64_t n, int64_t k, int32_t out_bf16, int32_t whole_tiles, int32_t splits,
                                        int32_t tiled, cudaStream_t stream) {
-  return tiled ? nvfp4::launch_checked<true, true>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16,
-                                                   whole_tiles, splits, stream, act_ws)
-               : nvfp4::launch_checked<false, true>(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16,
-                                                    whole_tiles, splits, stream, act_ws);
+  return tiled ? nvfp4::launch_checked<true>(a, act_ws, packed, scales, g, bias, out, workspace, m, n, k, out_bf16,
+                                             whole_tiles, splits, stream)
+               : nvfp4::launch_checked<false>(a, act_ws, packed, scales, g, bias, out, workspace, m, n, k, out_bf16,
+                                              whole_tiles, splits, stream);
 }
 
 // Rows of the permuted activations nvfp4_launch_fused_wgmma_mma_order needs for m rows (one

@@ -27,16 +27,16 @@ struct Nvfp4LaunchArgs {
   int* counters;        // GEMV, fused: one zeroed int per tile for the in-launch split-K sum (or null);
                         // kernels 8, 9: the workspace of the permuted activations (16-byte aligned)
   int32_t scale_bytes;  // kernel 5: the weight's scale-byte range lo | hi << 8, or 0 (nvfp4_launch_fused_tiled)
-  int32_t whole_tiles;  // kernels 6, 7: the fused_wgmma plan's tiles that take every K step (the rest split)
+  int32_t whole_tiles;  // kernels 8, 9: the fused_wgmma plan's tiles that take every K step (the rest split)
 };
 
 // 0: the GEMV, 1: vec8 dequant, 2: scalar dequant, 3: the fused tensor-core kernel, 4: an empty kernel
 // (the benchmark's host-time floor: what one launch through this entry costs), 5: the fused kernel
-// on tile-contiguous weights (packed and scales in nvfp4_launch_fused_tiled's layout), 6: the
-// fused_wgmma kernel (nvfp4_launch_fused_wgmma; splits and whole_tiles are its plan), 7: the same on
-// fragment-ordered weights (nvfp4_launch_fused_wgmma_tiled), 8: the fused_wgmma kernel in fused_mma's K
-// order (nvfp4_launch_fused_wgmma_mma_order; its act_ws in `counters`), 9: the same on tile-contiguous
-// weights (its `tiled` form).
+// on tile-contiguous weights (packed and scales in nvfp4_launch_fused_tiled's layout), 8: the
+// fused_wgmma kernel (nvfp4_launch_fused_wgmma_mma_order; splits and whole_tiles are its plan, its
+// act_ws in `counters`), 9: the same on tile-contiguous weights (its `tiled` form). 6 and 7 were the
+// natural-order fused_wgmma launches, retired (benchmarks/NOTES.md, nineteenth session); they and
+// any other number are refused with cudaErrorInvalidValue.
 int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* args);
 int nvfp4_launch_args_size(void);
 

@@ -22,12 +22,6 @@ int nvfp4_launch_fused(const void* a, const void* packed, const void* scales, co
 int nvfp4_launch_fused_tiled(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                              void* out, float* workspace, int* counters, int32_t m, int64_t n, int64_t k,
                              int32_t out_bf16, int32_t splits, cudaStream_t stream, int32_t scale_bytes);
-int nvfp4_launch_fused_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
-                             void* out, float* workspace, int32_t m, int64_t n, int64_t k, int32_t out_bf16,
-                             int32_t whole_tiles, int32_t splits, cudaStream_t stream);
-int nvfp4_launch_fused_wgmma_tiled(const void* a, const void* packed, const void* scales, const void* g,
-                                   const void* bias, void* out, float* workspace, int32_t m, int64_t n, int64_t k,
-                                   int32_t out_bf16, int32_t whole_tiles, int32_t splits, cudaStream_t stream);
 int nvfp4_launch_fused_wgmma_mma_order(const void* a, void* act_ws, const void* packed, const void* scales,
                                        const void* g, const void* bias, void* out, float* workspace, int32_t m,
                                        int64_t n, int64_t k, int32_t out_bf16, int32_t whole_tiles, int32_t splits,
@@ -63,12 +57,6 @@ int nvfp4_launch_packed(int32_t kernel, const Nvfp4LaunchArgs* p) {
     case 5:
       return nvfp4_launch_fused_tiled(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->counters,
                                       p->m, p->n, p->k, p->out_bf16, p->splits, p->stream, p->scale_bytes);
-    case 6:
-      return nvfp4_launch_fused_wgmma(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->m, p->n,
-                                      p->k, p->out_bf16, p->whole_tiles, p->splits, p->stream);
-    case 7:
-      return nvfp4_launch_fused_wgmma_tiled(p->a, p->packed, p->scales, p->g, p->bias, p->out, p->workspace, p->m,
-                                            p->n, p->k, p->out_bf16, p->whole_tiles, p->splits, p->stream);
     case 8:
     case 9:
       return nvfp4_launch_fused_wgmma_mma_order(p->a, p->counters, p->packed, p->scales, p->g, p->bias, p->out,

@@ -1,35 +1,16 @@
 // Development build (not part of the library): the library's fused_wgmma kernel
-// (kernels/cuda/fused_wgmma.cu) in a library of its own, for the dev scripts' measurements of the
-// fragment-ordered weight layout (ra_dev.py, wgmma_dev.py). The library itself launches that
-// layout as nvfp4_launch_fused_wgmma_tiled for a registered weight (nvfp4_kernels.layout); these
-// entries keep the dev scripts' names and argument order, and add the MMA_ORDER variant
-// (fused_mma's K order over fused_mma's weights) that mma_order_dev.py measures.
+// (kernels/cuda/fused_wgmma.cu, in fused_mma's K order) in a library of its own, with template
+// arguments the library does not launch (more blocks an SM, more stages, weights staged through
+// shared memory), for scripts/ws_dev/mma_order_dev.py's measurements. Built by
+// `python scripts/ws_dev/ra_dev.py --out DIR --prebuild`.
 //
-// Weight layout (built by ra_dev.py's ra_layout and by nvfp4_kernels.layout.wgmma_weights alike):
-// 64-row tiles, per tile and step 64 rows x 64 bytes; lane t's 16 bytes of a row hold word
-// q = 0..3, whose code i is K = 16 (2 q + i / 4) + 2 t + (0, 1, 8, 9)[i % 4] of the step, with the
-// signs placed as in the tile-contiguous layout; the scale bytes are the tile-contiguous layout's.
-// The thirteenth session's own copy of this kernel (with a serial K loop as well) is in git
-// history before this file became a wrapper.
+// The natural-order entries this file had (nvfp4ra_launch, nvfp4ra_launch_plan,
+// nvfp4ra_launch_narrow: the fragment-ordered weight layout, the thirteenth to fifteenth
+// sessions' measurements) went with that kernel form (benchmarks/NOTES.md, nineteenth session);
+// they are in git history.
 #include "fused_wgmma.cu"
 
 extern "C" {
-
-// Dev entry: the library's plan (the first whole_tiles 128-row tiles unsplit, the rest in
-// `splits` equal non-empty K ranges).
-int nvfp4ra_launch_plan(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
-                        void* out, float* workspace, int32_t m, int32_t n, int32_t k, int32_t out_bf16,
-                        int32_t whole_tiles, int32_t splits, cudaStream_t stream) {
-  return nvfp4_launch_fused_wgmma_tiled(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, whole_tiles,
-                                        splits, stream);
-}
-
-// ra_dev.py's entry: every tile split in `splits` (the plan (0, splits)).
-int nvfp4ra_launch(const void* a, const void* packed, const void* scales, const void* g, const void* bias, void* out,
-                   float* workspace, int32_t m, int32_t n, int32_t k, int32_t out_bf16, int32_t splits,
-                   cudaStream_t stream) {
-  return nvfp4ra_launch_plan(a, packed, scales, g, bias, out, workspace, m, n, k, out_bf16, 0, splits, stream);
-}
 
 // The dev entries' plan: the library's argument checks for the narrow tiles (m up to nact);
 // false where the launch cannot take them.
@@ -46,34 +27,7 @@ static bool dev_plan(int32_t m, int32_t n, int32_t k, int32_t whole_tiles, int32
   return true;
 }
 
-// Dev entry for the narrow activation tiles (fused_wgmma.cu's NACT and MIN_BLOCKS template
-// arguments): the fragment-ordered kernel with blocks of `nact` activation rows, `min_blocks`
-// resident per SM by its launch bounds; anything not built returns cudaErrorInvalidValue. Same
-// argument checks as the library's plan launch.
-int nvfp4ra_launch_narrow(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
-                          void* out, float* workspace, int32_t m, int32_t n, int32_t k, int32_t out_bf16,
-                          int32_t whole_tiles, int32_t splits, int32_t nact, int32_t min_blocks,
-                          cudaStream_t stream) {
-  nvfp4::WgmmaPlan plan{};
-  if (!dev_plan(m, n, k, whole_tiles, splits, nact, workspace, &plan)) return static_cast<int>(cudaErrorInvalidValue);
-#define NVFP4RA_NARROW(NACT, MINB)                                                                                  \
-  if (nact == NACT && min_blocks == MINB) {                                                                      \
-    return static_cast<int>(                                                                                     \
-        out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, true, NACT, MINB>(a, packed, scales, g, bias, out, workspace, \
-                                                                        m, n, k, plan, stream)                   \
-                 : nvfp4::launch_wgmma<__half, true, NACT, MINB>(a, packed, scales, g, bias, out, workspace, m, n, k, \
-                                                                 plan, stream));                                 \
-  }
-  NVFP4RA_NARROW(64, 1)
-  NVFP4RA_NARROW(64, 2)
-  NVFP4RA_NARROW(32, 2)
-  NVFP4RA_NARROW(16, 2)
-  NVFP4RA_NARROW(16, 3)
-#undef NVFP4RA_NARROW
-  return static_cast<int>(cudaErrorInvalidValue);
-}
-
-// Dev entry for fused_mma's K order (fused_wgmma.cu's MMA_ORDER; scripts/ws_dev/mma_order_dev.py):
+// Dev entry (scripts/ws_dev/mma_order_dev.py):
 // fused_mma's weights, `tiled` the tile-contiguous copy (nvfp4_kernels.layout.tile_weights) or
 // else the contract's row-major bytes, the activations permuted into act_ws
 // (nvfp4ra_permuted_rows(m, nact) x k values, 16-byte aligned) by the launch. Blocks of `nact`
@@ -90,9 +44,9 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   }
 #define NVFP4RA_MMA_ORDER(TILED, NACT, MINB, STAGES, STAGED)                                                     \
   if (!tiled == !TILED && nact == NACT && min_blocks == MINB && stages == STAGES && !staged == !STAGED) {       \
-    return static_cast<int>(out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, TILED, NACT, MINB, true, STAGES, STAGED>( \
+    return static_cast<int>(out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, TILED, NACT, MINB, STAGES, STAGED>(   \
                                            a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws) \
-                                     : nvfp4::launch_wgmma<__half, TILED, NACT, MINB, true, STAGES, STAGED>(      \
+                                     : nvfp4::launch_wgmma<__half, TILED, NACT, MINB, STAGES, STAGED>(            \
                                            a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)); \
   }
   NVFP4RA_MMA_ORDER(true, 256, 1, 3, false)
@@ -111,7 +65,7 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// The MMA_ORDER launches' activation permutation alone (a: [m, k], out: [rows_out, k], rows_out >= m,
+// The launches' activation permutation alone (a: [m, k], out: [rows_out, k], rows_out >= m,
 // both 16-byte aligned), for mma_order_dev.py's check of it against its Python definition (and of
 // the zero rows it pads with) and its timing.
 int nvfp4ra_permute_act(const void* a, void* out, int32_t m, int32_t rows_out, int32_t k, cudaStream_t stream) {

@@ -1,9 +1,10 @@
 # ruff: noqa: B023  (each timed lambda runs inside the iteration that defines it)
-"""Device measurement: the fused_wgmma kernel in fused_mma's K order (fused_wgmma.cu's MMA_ORDER
-template argument, dev entries in fused_ra.cu), on fused_mma's weights, against the library's
-launches, at the M of issue #10's targets.
+"""Device measurement: the fused_wgmma kernel (in fused_mma's K order) with template arguments the
+library does not launch (dev entries in fused_ra.cu: more blocks an SM, narrower activation tiles,
+staged weights), on fused_mma's weights, against the library's launches, at the M of issue #10's
+targets.
 
-Why (benchmarks/NOTES.md, fifteenth and sixteenth sessions): in the natural K order a lane's 32
+Why this order (benchmarks/NOTES.md, fifteenth and sixteenth sessions): in the natural K order a lane's 32
 codes of a row and step lie in all eight scale blocks, so every lane builds eight decode tables a
 row and step where fused_mma's lanes build two, and the SASS of the table path has 129 PRMTs a step
 against 85 in this order. fused_mma's order gives each lane 32 consecutive codes (two blocks); the
@@ -19,8 +20,10 @@ What it checks, then times (L2 flushed, medians of 21, references in the same ru
 - every variant's bits against fused_mma's library launch at the same K ranges (whole tiles at one
   split, the rest at the plan's), over N and M tails, both types, bias, and the exact decode's
   overflow path (g = 2^110);
-- copy, cuBLAS bf16, fused_mma tiled (the dispatcher's split), the library's fused_wgmma on its
-  fragment-ordered copy, the permutation alone, and each variant over its plans.
+- copy, cuBLAS bf16, fused_mma tiled (the dispatcher's split), the library's fused_wgmma launch on
+  the same tiled copy, the permutation alone, and each variant over its plans. (Until the
+  nineteenth session the row beside them was the natural-order kernel on its fragment-ordered
+  copy, ``fused_wgmma_fragment_ordered_us`` in the committed 2026-12-05 run.)
 
     python scripts/ws_dev/ra_dev.py --out DIR --prebuild     # here: kernels/_build/ws/ra/libra.so
     python scripts/ws_dev/mma_order_dev.py --out DIR         # on the H200
@@ -46,6 +49,24 @@ VARIANTS = ((True, 256, 1, 3, False), (False, 256, 1, 3, False), (True, 192, 1, 
             (True, 64, 2, 3, False), (True, 32, 2, 3, False), (True, 16, 3, 3, False),
             (True, 256, 1, 3, True), (True, 128, 1, 5, True), (True, 64, 2, 4, True), (True, 64, 1, 8, True),
             (True, 16, 3, 5, True))
+
+
+def norm_splits(steps: int, s: int) -> int:
+    """The split count whose equal ranges of ceil(steps / s) steps are all non-empty."""
+    per = -(-steps // max(1, min(s, steps)))
+    return -(-steps // per)
+
+
+def plans_for(n: int, k: int, slots: int) -> list[tuple[int, int]]:
+    """Uniform splits whose block count stays within three waves of ``slots``, and the library's
+    rule for ``slots`` block slots and for one block an SM (tiling.wgmma_plan)."""
+    from nvfp4_kernels.tiling import wgmma_plan
+
+    tiles, steps = -(-n // 128), k // 128
+    out = {(0, norm_splits(steps, s)) for s in range(1, 9) if tiles * norm_splits(steps, s) <= 3 * slots}
+    out.add(wgmma_plan(n, k, slots))
+    out.add(wgmma_plan(n, k, SMS))
+    return sorted(out)
 
 
 def mma_k_order() -> np.ndarray:
@@ -82,7 +103,6 @@ def main() -> int:
     from nvfp4_kernels.tiling import fused_split_count, wgmma_plan
 
     sys.path.insert(0, str(HERE))
-    import narrow_dev
     import ra_dev
     import ws_dev
 
@@ -169,7 +189,7 @@ def main() -> int:
             tiles, steps = -(-n // 128), k // 128
             plans = {wgmma_plan(n, k, SMS), (tiles, 1)}
             if not args.quick:
-                plans |= {(0, narrow_dev.norm_splits(steps, x)) for x in (2, 3)}
+                plans |= {(0, norm_splits(steps, x)) for x in (2, 3)}
             for m in ms:
                 a = torch.randn(m, k, device=dev).to(dtype)
                 bias = torch.randn(n, device=dev).to(dtype) if m % 2 else None
@@ -195,7 +215,6 @@ def main() -> int:
         packed, scales = ws_dev.make(n, k, 1)
         p, s = ws_dev.to_dev(packed), ws_dev.to_dev(scales)
         pt, st = layout.tile_weights(p, s)
-        pf, sf = layout.wgmma_weights(p, s)
         w_bf16 = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
         for m in (int(x) for x in args.ms.split(",")):
             a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
@@ -205,8 +224,8 @@ def main() -> int:
             tiled = (pt, st, layout.scale_byte_range(s))
             mma_us = ws_dev.timer(lambda: cuda_backend.fused_mma(a, p, s, g_normal, None, o, splits=splits,
                                                                  tiled=tiled), flush)
-            frag_us = ws_dev.timer(lambda: cuda_backend.fused_wgmma(a, p, s, g_normal, None, o,
-                                                                    fragment_ordered=(pf, sf)), flush)
+            library_us = ws_dev.timer(lambda: cuda_backend.fused_wgmma(a, p, s, g_normal, None, o, tiled=tiled),
+                                      flush)
             permuted = torch.empty((256, k), dtype=a.dtype, device=dev)
             permute_us = ws_dev.timer(lambda: lib.nvfp4ra_permute_act(a.data_ptr(), permuted.data_ptr(), m, m, k,
                                                                       stream()), flush)
@@ -218,7 +237,7 @@ def main() -> int:
                 name = (f"{'tiled' if variant[0] else 'row-major'} {variant[1]}x{variant[2]}"
                         f"{f' staged {variant[3]}' if variant[4] else ''}")
                 plans = ([wgmma_plan(n, k, SMS * variant[2])] if args.quick
-                         else narrow_dev.plans_for(n, k, SMS * variant[2]))
+                         else plans_for(n, k, SMS * variant[2]))
                 for plan in plans:
                     times[f"{name} plan {plan[0]},{plan[1]}"] = ws_dev.timer(
                         lambda pw=pw, sw=sw, plan=plan, variant=variant: launch(a, pw, sw, g_normal, None, o, plan,
@@ -226,11 +245,11 @@ def main() -> int:
             best = min(times, key=times.get)
             report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": copied,
                                    "cublas_bf16_us": cublas_us, "fused_mma_tiled_us": mma_us,
-                                   "fused_mma_splits": splits, "fused_wgmma_fragment_ordered_us": frag_us,
+                                   "fused_mma_splits": splits, "fused_wgmma_library_us": library_us,
                                    "permute_us": permute_us, "mma_order_us": times, "best": best})
             b = times[best]
             lines.append(f"{n}x{k} M={m:3d}: copy {copy_us:6.2f} cuBLAS {cublas_us:6.2f} mma {mma_us:6.2f} "
-                         f"wgmma frag {frag_us:6.2f} permute {permute_us:5.2f} | best {best}: {b:6.2f} us = "
+                         f"wgmma library {library_us:6.2f} permute {permute_us:5.2f} | best {best}: {b:6.2f} us = "
                          f"{copy_us / b:5.1%} of copy, {b / cublas_us:4.2f}x cuBLAS")
     report["failures"] = failures
     (out_dir / "mma-order-dev.json").write_text(json.dumps(report, indent=1))
