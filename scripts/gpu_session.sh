@@ -20,9 +20,13 @@
 #         its bits against fused_mma, then timings beside the library's paths); needs the dev
 #         library built here first (python scripts/ws_dev/ra_dev.py --out /tmp/ra --prebuild) and
 #         carried (kernels/_build);
-# host:   only the host-time section and a per-call host profile (quick #14 iterations).
+# host:   only the host-time section and a per-call host profile (quick #14 iterations);
+# stalls: ncu of the launches of issue #10's unmet targets (profile_once --small-m: fused_mma at
+#         M = 1, 16, 64 and fused_wgmma's 64-row tile at M = 64, both large shapes, registered
+#         copy) with every per-reason stall ratio, the pipes' utilization and the scheduler's
+#         issue statistics (fixtures/gpu/ncu-small-m.txt): what holds each kernel, reason by reason.
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|all[,...]}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|stalls|all[,...]}
 # wants P: P is one of the comma-separated phases asked for (all: verify, mutants, bench)
 wants() {
   local p
@@ -108,6 +112,17 @@ fi
 if wants mma-order; then
   step "fused_wgmma in fused_mma's K order (dev variant): bits against fused_mma, then timings"
   python3 scripts/ws_dev/mma_order_dev.py --out "$OUT/mma-order" 2>&1 | tee "$OUT/mma-order.log" | tail -16 || status=1
+fi
+
+if wants stalls; then
+  step "ncu (clock control off): per-reason stalls of the small-M launches"
+  ncu --clock-control none -k regex:"fused|finalize|permute" --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats \
+    --metrics "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$" \
+    python3 -m nvfp4_harness.nvfp4.profile_once --small-m > fixtures/gpu/ncu-small-m.txt 2>&1 || status=1
+  grep -E "^  [a-z].*kernel|Duration|stalled_(long_scoreboard|wait|math_pipe|short_scoreboard|barrier|not_selected)" \
+    fixtures/gpu/ncu-small-m.txt | head -60
+  tar czf "$OUT/stalls.tgz" fixtures/gpu/ncu-small-m.txt
 fi
 
 if wants host; then
