@@ -24,9 +24,12 @@
 # stalls: ncu of the launches of issue #10's unmet targets (profile_once --small-m: fused_mma at
 #         M = 1, 16, 64 and fused_wgmma's 64-row tile at M = 64, both large shapes, registered
 #         copy) with every per-reason stall ratio, the pipes' utilization and the scheduler's
-#         issue statistics (fixtures/gpu/ncu-small-m.txt): what holds each kernel, reason by reason.
+#         issue statistics (fixtures/gpu/ncu-small-m.txt): what holds each kernel, reason by reason;
+# ablate: scripts/ws_dev/ablate_dev.py, fused_wgmma with its decode, MMAs or weight loads compiled
+#         out, beside the full kernel and fused_mma (needs python scripts/ws_dev/ra_dev.py --out
+#         /tmp/ra --prebuild --ablations here first, and kernels/_build carried).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|stalls|all[,...]}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|stalls|ablate|all[,...]}
 # wants P: P is one of the comma-separated phases asked for (all: verify, mutants, bench)
 wants() {
   local p
@@ -123,6 +126,11 @@ if wants stalls; then
   grep -E "^  [a-z].*kernel|Duration|stalled_(long_scoreboard|wait|math_pipe|short_scoreboard|barrier|not_selected)" \
     fixtures/gpu/ncu-small-m.txt | head -60
   tar czf "$OUT/stalls.tgz" fixtures/gpu/ncu-small-m.txt
+fi
+
+if wants ablate; then
+  step "fused_wgmma with parts compiled out (dev builds), beside the full kernel and fused_mma"
+  python3 scripts/ws_dev/ablate_dev.py --out "$OUT/ablate" 2>&1 | tee "$OUT/ablate.log" | tail -12 || status=1
 fi
 
 if wants host; then

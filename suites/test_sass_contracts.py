@@ -301,6 +301,45 @@ def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kerne
     assert _count(permute_ops, "STG.E.128") == 2
 
 
+def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_weight_loads(
+        kernel_sass, tmp_path: Path) -> None:
+    """scripts/ws_dev/ablate_dev.py times fused_wgmma with parts compiled out
+    (-DNVFP4_WGMMA_ABLATE, built by ra_dev.py --ablations); its reading is only as good as the
+    ablation. With every part out (7): no HGMMA, no decode (no E4M3 scale conversion, which the
+    decode starts with and nothing else in the kernel does), and half the library kernel's 16-byte weight loads
+    (only the first step's). (ptxas keeps an empty HGMMA, all operands zero registers, for the
+    kept wgmma commit and wait: not an MMA.) The library's own build never defines the macro: its
+    kernels keep the HGMMAs and the decode (the contract tests above)."""
+    repo = Path(__file__).resolve().parents[1]
+    cubin = tmp_path / "ablated.cubin"
+    done = subprocess.run([build.find_nvcc(), *build.BASE_FLAGS, "-arch=sm_90a", "-cubin", "-DNVFP4_WGMMA_ABLATE=7",
+                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}", "-o", str(cubin),
+                           str(repo / "scripts" / "ws_dev" / "fused_ra.cu")], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ablated_ins = {name: ins for name, ins in dump_sass(cubin).items() if "nvfp4_fused_wgmma_kernel" in name}
+    ablated = {name: opcodes(ins) for name, ins in ablated_ins.items()}
+    library = {name: opcodes(ins) for name, ins in kernel_sass.items() if "nvfp4_fused_wgmma_kernel" in name}
+    # and the dev variant ablate_dev.py times beside the library's launch, in both types
+    sys.path.insert(0, str(repo / "scripts" / "ws_dev"))
+    try:
+        from ablate_dev import TWO_BLOCKS
+    finally:
+        sys.path.pop(0)
+    tiled, nact, minb, stages, staged = TWO_BLOCKS
+    dev = f"Lb{int(tiled)}ELi{nact}ELi{minb}ELi{stages}ELb{int(staged)}E"
+    assert len(ablated) == len(library) + 2 and sum(dev in name for name in ablated) == 2, sorted(ablated)
+    full_loads = {_count(ops, "LDG.E.128") for ops in library.values()}
+    assert len(full_loads) == 1 and min(full_loads) > 0
+    for name, ops in ablated.items():
+        mmas = [i for i in ablated_ins[name] if "HGMMA" in i and "gdesc[URZ]" not in i]
+        assert mmas == [], (name, mmas[:2])
+        assert not any(".E4M3." in o for o in ops), name
+        assert 2 * _count(ops, "LDG.E.128") == min(full_loads), name
+    for name, ops in library.items():
+        assert any(o.startswith("HGMMA") for o in ops) and any(".E4M3." in o for o in ops), name
+
+
 def test_wgmma_checker_reports_what_the_kernel_must_not_do(kernel_sass, bad_sass) -> None:
     text = " | ".join(check_wgmma(bad_sass["bad_gemv"]) + check_wgmma(bad_sass["bad_dequant"]))
     for expected in ("no warpgroup MMA", "no 16-byte global load", "local memory", "CALL",

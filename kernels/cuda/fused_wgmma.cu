@@ -49,6 +49,18 @@
 namespace nvfp4 {
 namespace {
 
+// Dev ablations (scripts/ws_dev/ra_dev.py --prebuild --ablations builds the dev library with each;
+// the library's build never defines it, so its kernels are the ones checked and shipped): bit 1
+// skips the decode (a lane's raw code words are its A fragments), bit 2 the MMAs (the fragments
+// are folded into the accumulators by a few integer operations instead, so the decode stays
+// live), bit 4 the weight loads after the first step (the decode reads the same registers every
+// step). The timings of the ablated kernels say which part holds a launch (benchmarks/NOTES.md,
+// nineteenth session); their outputs are meaningless.
+#ifndef NVFP4_WGMMA_ABLATE
+#define NVFP4_WGMMA_ABLATE 0
+#endif
+constexpr int kAblateDecode = 1, kAblateMma = 2, kAblateLoads = 4;
+
 constexpr int kWgStepK = 128;
 constexpr int kWgActRows = 256;                        // activation rows a block (wgmma N), at most
 constexpr int kWgRows = 128;                           // weight rows a block: two warpgroups of 64
@@ -302,7 +314,20 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   auto decode_half = [&](int h, uint32_t (&af)[4][4]) {
     const uint32_t wr0[2] = {h ? w0.z : w0.x, h ? w0.w : w0.y};
     const uint32_t wr1[2] = {h ? w1.z : w1.x, h ? w1.w : w1.y};
-    decode_half_mma_order<T, RELAYOUT>(wr0, wr1, c0, c1, h, gs, af);
+    if constexpr ((NVFP4_WGMMA_ABLATE & kAblateDecode) != 0) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        af[j][0] = wr0[j >> 1] ^ c0, af[j][1] = wr1[j >> 1] ^ c1;
+        af[j][2] = wr0[j >> 1] >> j, af[j][3] = wr1[j >> 1] >> j;
+      }
+    } else {
+      decode_half_mma_order<T, RELAYOUT>(wr0, wr1, c0, c1, h, gs, af);
+    }
+  };
+  // ablated MMAs: a half step's fragments folded into the accumulators instead
+  auto fold_half = [&](const uint32_t (&af)[4][4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[j] += __uint_as_float((af[j][0] ^ af[j][1] ^ af[j][2] ^ af[j][3]) & 0x3F7FFFFFu);
   };
   // Step s - 1's activation stage is released once its second half is complete; thread 0 then
   // loads step s + kWgStages - 1 into it, once both warpgroups have released it.
@@ -319,8 +344,12 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     if constexpr (!STAGED) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations
     const uint32_t as = base + full_stage * kStageBytes;
     wgmma_fence();
+    if constexpr ((NVFP4_WGMMA_ABLATE & kAblateMma) != 0) {
+      fold_half(a_lo);
+    } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_lo[j], desc_sw128(as + j * 32));
+      for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_lo[j], desc_sw128(as + j * 32));
+    }
     wgmma_commit();
     if (s > 0) {
       wgmma_wait_one();  // step s - 1 is complete: a_hi and its activation stage are free
@@ -335,10 +364,16 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     __syncwarp();  // warp 0 converged again before its next warpgroup-wide (.aligned) wgmma
     decode_half(1, a_hi);
-    if (!STAGED && s + 1 < steps) load_raw(s + 1);  // in flight while this step's wgmmas run
+    if (!STAGED && s + 1 < steps && (NVFP4_WGMMA_ABLATE & kAblateLoads) == 0) {
+      load_raw(s + 1);  // in flight while this step's wgmmas run
+    }
     wgmma_fence();
+    if constexpr ((NVFP4_WGMMA_ABLATE & kAblateMma) != 0) {
+      fold_half(a_hi);
+    } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_hi[j], desc_sw128(as + kWgActStageBytes / 2 + j * 32));
+      for (int j = 0; j < 4; ++j) WgmmaRS<T, NACT>::run(acc, a_hi[j], desc_sw128(as + kWgActStageBytes / 2 + j * 32));
+    }
     wgmma_commit();
     if (++full_stage == STAGES) full_stage = 0, full_phase ^= 1u;
   }

@@ -49,6 +49,11 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
                                      : nvfp4::launch_wgmma<__half, TILED, NACT, MINB, STAGES, STAGED>(            \
                                            a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)); \
   }
+#if NVFP4_WGMMA_ABLATE
+  // an ablation build (ra_dev.py --ablations): the library's launches (its export) and the
+  // two-blocks-an-SM variant at M <= 64 only, to keep the build short
+  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false)
+#else
   NVFP4RA_MMA_ORDER(true, 256, 1, 3, false)
   NVFP4RA_MMA_ORDER(false, 256, 1, 3, false)
   NVFP4RA_MMA_ORDER(true, 192, 1, 3, false)
@@ -61,6 +66,7 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   NVFP4RA_MMA_ORDER(true, 64, 2, 4, true)
   NVFP4RA_MMA_ORDER(true, 64, 1, 8, true)
   NVFP4RA_MMA_ORDER(true, 16, 3, 5, true)
+#endif
 #undef NVFP4RA_MMA_ORDER
   return static_cast<int>(cudaErrorInvalidValue);
 }

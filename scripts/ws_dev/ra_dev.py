@@ -5,6 +5,9 @@ which loads it on the H200. nvcc runs here, on the CPU machine; a device call ca
 
     python scripts/ws_dev/ra_dev.py --out DIR --prebuild      (writes kernels/_build/ws/ra/libra.so
         and ptxas's register report under DIR)
+    python scripts/ws_dev/ra_dev.py --out DIR --prebuild --ablations
+        (also kernels/_build/ws/ra/libra-ablate-N.so for each N of ABLATIONS: the kernel built with
+        -DNVFP4_WGMMA_ABLATE=N, which scripts/ws_dev/ablate_dev.py times)
 
 This script used to measure the natural-order kernel on its fragment-ordered weight layout as well
 (thirteenth to fifteenth sessions, benchmarks/NOTES.md); that kernel form is retired and the
@@ -21,6 +24,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 PREBUILT = ROOT / "kernels" / "_build" / "ws" / "ra" / "libra.so"
+#: NVFP4_WGMMA_ABLATE values (fused_wgmma.cu: 1 no decode, 2 no MMA, 4 no weight loads after the
+#: first step) and what is left of the kernel in each
+ABLATIONS: dict[int, str] = {1: "loads + MMA (no decode)", 2: "loads + decode (no MMA)",
+                             4: "decode + MMA (no loads)", 3: "loads only", 5: "MMA only", 6: "decode only"}
+
+
+def ablation_library(n: int) -> Path:
+    """Where the build with NVFP4_WGMMA_ABLATE=n goes."""
+    return PREBUILT.with_name(f"libra-ablate-{n}.so")
 
 
 def library(out: Path) -> ctypes.CDLL:
@@ -46,12 +58,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for ptxas's register report")
     parser.add_argument("--prebuild", action="store_true", help="build the library (the only action)")
+    parser.add_argument("--ablations", action="store_true", help="also build each ablation of ABLATIONS")
     args = parser.parse_args()
     if not args.prebuild:
-        parser.error("nothing to do: pass --prebuild (the measurements are scripts/ws_dev/mma_order_dev.py's)")
+        parser.error("nothing to do: pass --prebuild (the measurements are scripts/ws_dev/mma_order_dev.py's "
+                     "and ablate_dev.py's)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print("built", build(out))
+    if args.ablations:
+        for n in ABLATIONS:
+            print("built", build(out, (f"-DNVFP4_WGMMA_ABLATE={n}",), ablation_library(n)))
     return 0
 
 
