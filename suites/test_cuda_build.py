@@ -332,7 +332,7 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     # bf16 and fp16 kernels of the dev variants (some with staged weights) and of the library's
     # (each layout at 64, 128, 192 and 256 activation rows, one block an SM), the two finalize
     # kernels and the permutation
-    library = {(tiled, nact, 1, 3, False) for tiled in (True, False) for nact in (64, 128, 192, 256)}
+    library = {(tiled, nact, 1, 3, False, 0) for tiled in (True, False) for nact in (64, 128, 192, 256)}
     kernels = 2 * len(set(VARIANTS) | library) + 2 + 1
     lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), kernels)))
     assert all(hasattr(lib, name) for name in ("nvfp4ra_launch_mma_order", "nvfp4ra_permute_act",
@@ -341,16 +341,16 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     # and fails there, one not built is refused as an invalid value (1) before
     entry = lib.nvfp4ra_launch_mma_order
     vp, i32 = ctypes.c_void_p, ctypes.c_int32
-    entry.restype, entry.argtypes = ctypes.c_int, [vp] * 8 + [i32] * 11 + [vp]
+    entry.restype, entry.argtypes = ctypes.c_int, [vp] * 8 + [i32] * 12 + [vp]
     fake = ctypes.c_void_p(1 << 20)  # aligned, never dereferenced: nothing reaches a kernel here
 
-    def answer(tiled: bool, nact: int, minb: int, stages: int, staged: bool) -> int:
+    def answer(tiled: bool, nact: int, minb: int, stages: int, staged: bool, ring: int) -> int:
         return entry(fake, fake, fake, fake, fake, None, fake, fake, 1, 128, 128, 1, 1, 1, nact, minb, stages,
-                     int(staged), int(tiled), None)
+                     int(staged), int(tiled), ring, None)
 
     assert all(answer(*variant) not in (0, 1) for variant in VARIANTS), [answer(*v) for v in VARIANTS]
-    for not_built in ((True, 96, 1, 3, False), (False, 64, 2, 3, False), (True, 64, 2, 5, True),
-                      (False, 256, 1, 3, True)):
+    for not_built in ((True, 96, 1, 3, False, 0), (False, 64, 2, 3, False, 0), (True, 64, 2, 5, True, 0),
+                      (False, 256, 1, 3, True, 0), (True, 64, 1, 3, False, 3), (True, 256, 1, 3, False, 4)):
         assert answer(*not_built) == 1, not_built
 
 

@@ -1,9 +1,10 @@
 """The fused_wgmma kernel (kernels/cuda/fused_wgmma.cu) on the GPU, through its launcher
 :func:`nvfp4_kernels.cuda_backend.fused_wgmma`: every output within the single-rounding bound of
 float64 at each M edge (one row, a partial 8-row group, and each of its activation tiles of 64,
-128, 192 and 256 rows full or partly filled: M = 64, 128, 129, 200, 256), partial weight tiles and both kinds of tile of its split plan; the
-plan's two kinds of tile give the bits of the uniform plans row for row; what it cannot do is
-refused with the reason. Its decoded weights are read out in suites/test_fused_paths_bits.py.
+128, 192 and 256 rows full or partly filled: M = 64, 128, 129, 200, 256), partial weight tiles
+and both kinds of tile of its split plan; the plan's two kinds of tile give the bits of the
+uniform plans row for row; what it cannot do is refused with the reason. Its decoded weights
+are read out in suites/test_fused_paths_bits.py.
 """
 
 from __future__ import annotations

@@ -45,6 +45,10 @@ namespace {
 
 using nvfp4::build_table;
 using nvfp4::count_split_acq_rel;
+using nvfp4::cp_async16;
+using nvfp4::cp_async8;
+using nvfp4::cp_async_commit;
+using nvfp4::cp_async_wait;
 using nvfp4::decode_word;
 using nvfp4::decode_word_table;
 using nvfp4::decode_word_table_placed;
@@ -93,23 +97,6 @@ struct Tile {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared (a shared-window address), bypassing L1 (the weights are read once);
-// zero-filled when !valid.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // Position of 16-byte chunk c (0..15) of activation row r in shared memory. Thread (g, t) reads

@@ -74,8 +74,14 @@ __host__ __device__ constexpr int act_stage_bytes(int nact) { return nact * kWgS
 __host__ __device__ constexpr int stage_bytes(int nact, bool staged) {
   return act_stage_bytes(nact) + (staged ? kWgWeightStageBytes : 0);
 }
-__host__ __device__ constexpr int wgmma_smem_bytes(int nact, bool staged = false, int stages = kWgStages) {
-  return stages * stage_bytes(nact, staged) + 16 * stages + 1024;
+// RING (dev): each thread's own bytes of a step (two rows' 16 code bytes, two 4-byte scale
+// words) in a ring of RING steps after the barriers (16-byte aligned: the barriers' 16 bytes a
+// stage follow the 1024-byte-aligned stages)
+constexpr int kRingThreadBytes = 2 * 16 + 2 * 4;
+__host__ __device__ constexpr int ring_bytes(int ring) { return ring * kWgThreads * kRingThreadBytes; }
+__host__ __device__ constexpr int wgmma_smem_bytes(int nact, bool staged = false, int stages = kWgStages,
+                                                   int ring = 0) {
+  return stages * stage_bytes(nact, staged) + 16 * stages + ring_bytes(ring) + 1024;
 }
 
 // Word w of a lane's codes, all in one scale block of scale s, by
@@ -178,6 +184,41 @@ struct WgmmaPlan {
   int per_split;    // steps per split
 };
 
+// The kernel's RING (dev): a thread's ring of RING step slots starting at shared address `ring`,
+// in three arrays indexed by slot (s % RING) * kWgThreads + tid: row 0's 16 code bytes, row 1's,
+// and the two rows' 4-byte scale words (16-byte slots for the 16-byte copies and conflict-free
+// 16-byte reads). copy puts step s's bytes in its slot (p0, p1: the rows' code bytes; q0, q1: the
+// lane's 2 scale bytes, copied as the aligned 4-byte word that holds them) and closes a cp.async
+// group, an empty one past the last step so that one group a step keeps the wait count uniform;
+// read takes them back into registers. Free
+// functions, not lambdas in the kernel: defining lambdas there moved six of the library's
+// (RING = 0) kernels' instructions, while these leave its SASS unchanged.
+template <int RING>
+struct ThreadRing {
+  static constexpr uint32_t kSlots = RING * kWgThreads;
+  static __device__ __forceinline__ uint32_t slot(int s, int tid) {
+    return static_cast<uint32_t>((s % RING) * kWgThreads + tid);
+  }
+  static __device__ __forceinline__ void copy(uint32_t ring, int s, int steps, int tid, int t, const uint4* p0,
+                                              const uint4* p1, const unsigned short* q0, const unsigned short* q1,
+                                              bool ok0, bool ok1) {
+    if (s < steps) {
+      const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i;
+      cp_async16(ring + 16 * i, p0, ok0);
+      cp_async16(ring + 16 * (kSlots + i), p1, ok1);
+      cp_async4(scale, reinterpret_cast<const uint8_t*>(q0) - 2 * (t & 1), ok0);
+      cp_async4(scale + 4, reinterpret_cast<const uint8_t*>(q1) - 2 * (t & 1), ok1);
+    }
+    cp_async_commit();
+  }
+  static __device__ __forceinline__ void read(uint32_t ring, int s, int tid, int t, uint4& w0, uint4& w1,
+                                              unsigned short& c0, unsigned short& c1) {
+    const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);
+    w0 = hopper::lds128(ring + 16 * i), w1 = hopper::lds128(ring + 16 * (kSlots + i));
+    c0 = hopper::lds16(scale), c1 = hopper::lds16(scale + 4);
+  }
+};
+
 // RELAYOUT = false: the contract's row-major weights. RELAYOUT = true: a registered weight's
 // tile-contiguous copy (nvfp4_kernels.layout.tile_weights, signs placed: fused_mma's copy). Either
 // way one 16-byte load of the lane's own bytes a row and step, and its 2 scale bytes in one 16-bit
@@ -193,8 +234,13 @@ struct WgmmaPlan {
 // activations (bulk copies on the same barrier), and the threads read their bytes from shared
 // memory, so STAGES - 1 steps of weights are in flight instead of the one that the register
 // prefetch holds.
+// RING (dev only; the library launches 0): each thread copies its own bytes of a step (cp.async,
+// no barrier: no other thread reads them) into a ring of RING steps in shared memory, RING steps
+// ahead, and reads them back when it decodes the step, so RING steps of weights are in flight
+// with no thread waiting on another (STAGED's bulk copies wait for both warpgroups to release a
+// stage). Nothing changes in what is decoded or multiplied, so the bits are the library's.
 template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1, int STAGES = kWgStages,
-          bool STAGED = false>
+          bool STAGED = false, int RING = 0>
 __global__ void __launch_bounds__(kWgThreads, MIN_BLOCKS)
 nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                          const float* __restrict__ g_ptr, const unsigned short* __restrict__ bias,
@@ -204,6 +250,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   using namespace hopper;  // NOLINT: barriers, TMA and wgmma helpers
   allow_dependent_launch();
   static_assert(!STAGED || RELAYOUT, "only a tile-contiguous layout's pieces are staged");
+  static_assert(RING == 0 || (RING >= 2 && !STAGED), "a ring of two or more steps, and not with STAGED");
   constexpr int kWgActStageBytes = act_stage_bytes(NACT);
   constexpr int kStageBytes = stage_bytes(NACT, STAGED);
   extern __shared__ uint8_t smem_raw[];
@@ -308,7 +355,14 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   float acc[NACT / 2];
 #pragma unroll
   for (int x = 0; x < NACT / 2; ++x) acc[x] = 0.f;
-  if (!STAGED && steps > 0) load_raw(0);
+  if (!STAGED && RING == 0 && steps > 0) load_raw(0);
+  const uint32_t ring = act_empty + 8 * STAGES;  // RING: the ring follows the barriers
+  if constexpr (RING > 0) {
+    for (int i = 0; i < RING; ++i) {
+      ThreadRing<RING>::copy(ring, i, steps, tid, t, p0 + kPackedStep * i, p1 + kPackedStep * i, q0 + kScaleStep * i,
+                             q1 + kScaleStep * i, ok0, ok1);
+    }
+  }
   // half h of the step: words 2 h, 2 h + 1 of both rows (the lane's codes 16 h .. 16 h + 15 of
   // each, in scale block 2 t + h) -> the A fragments of k16 MMAs 4 h .. 4 h + 3
   auto decode_half = [&](int h, uint32_t (&af)[4][4]) {
@@ -340,6 +394,10 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
       mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's weights and activations have landed
       read_stage(base + full_stage * kStageBytes);
     }
+    if constexpr (RING > 0) {
+      cp_async_wait<RING - 1>();  // this thread's step s has landed (one group a step)
+      ThreadRing<RING>::read(ring, s, tid, t, w0, w1, c0, c1);
+    }
     decode_half(0, a_lo);
     if constexpr (!STAGED) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations
     const uint32_t as = base + full_stage * kStageBytes;
@@ -364,8 +422,13 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     __syncwarp();  // warp 0 converged again before its next warpgroup-wide (.aligned) wgmma
     decode_half(1, a_hi);
-    if (!STAGED && s + 1 < steps && (NVFP4_WGMMA_ABLATE & kAblateLoads) == 0) {
+    if (!STAGED && RING == 0 && s + 1 < steps && (NVFP4_WGMMA_ABLATE & kAblateLoads) == 0) {
       load_raw(s + 1);  // in flight while this step's wgmmas run
+    }
+    if constexpr (RING > 0) {  // into step s's slot, whose bytes are in registers (decoded) now
+      const int next = s + RING;
+      ThreadRing<RING>::copy(ring, next, steps, tid, t, p0 + kPackedStep * next, p1 + kPackedStep * next,
+                             q0 + kScaleStep * next, q1 + kScaleStep * next, ok0, ok1);
     }
     wgmma_fence();
     if constexpr ((NVFP4_WGMMA_ABLATE & kAblateMma) != 0) {
@@ -407,12 +470,12 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
 // values, 16-byte aligned; the caller provides it), then the kernel as that launch's programmatic
 // dependent, its TMA boxes inside the permuted copy.
 template <typename T, bool RELAYOUT = false, int NACT = kWgActRows, int MIN_BLOCKS = 1, int STAGES = kWgStages,
-          bool STAGED = false>
+          bool STAGED = false, int RING = 0>
 cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, const void* g, const void* bias,
                          void* out, float* workspace, int m, int n, int k, const WgmmaPlan& plan,
                          cudaStream_t stream, void* act_ws = nullptr) {
-  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS, STAGES, STAGED>;
-  constexpr int kSmem = wgmma_smem_bytes(NACT, STAGED, STAGES);
+  const auto kernel = nvfp4_fused_wgmma_kernel<T, RELAYOUT, NACT, MIN_BLOCKS, STAGES, STAGED, RING>;
+  constexpr int kSmem = wgmma_smem_bytes(NACT, STAGED, STAGES, RING);
   static_assert(kSmem <= 227 * 1024, "more shared memory than an SM has for one block");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;

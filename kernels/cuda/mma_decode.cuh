@@ -45,6 +45,29 @@ __device__ __forceinline__ uint4 load_stream_v4(const uint4* p) {
   return v;
 }
 
+// Asynchronous global -> shared copies (cp.async, sm_80+; dst a shared-window address), each
+// zero-filled when !valid (nothing is read then). 16 bytes bypass L1 (weights are read once);
+// the 8- and 4-byte forms go through it. Completed by groups: cp_async_commit closes a group,
+// cp_async_wait<N> waits until at most N of the thread's groups are pending.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
+}
+
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 // Two E4M3 bytes (low byte first) -> exact fp32 pair. Hardware cvt on sm_89+, bit trick elsewhere.
 __device__ __forceinline__ float2 e4m3x2_to_f32(uint32_t two_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890

@@ -32,9 +32,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SMS = 132
-#: the dev entry's variant timed beside the library's launch at M <= 64 (fused_ra.cu builds it
-#: in every ablation build): tile-contiguous weights, 64 activation rows, two blocks an SM
-TWO_BLOCKS = (True, 64, 2, 3, False)
+#: the dev entries' variants timed beside the library's launch at M <= 64 (fused_ra.cu builds them
+#: in every ablation build): tile-contiguous weights, 64 activation rows, two blocks an SM; and one
+#: block an SM with each thread's ring of 4 steps of weights (the nineteenth session's RING)
+TWO_BLOCKS = (True, 64, 2, 3, False, 0)
+RING_OF_4 = (True, 64, 1, 3, False, 4)
 
 
 def main() -> int:
@@ -69,7 +71,7 @@ def main() -> int:
         lib.nvfp4_fused_wgmma_act_rows.restype = ctypes.c_int64
         lib.nvfp4_fused_wgmma_act_rows.argtypes = [i32]
         lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
-        lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 11 + [vp]
+        lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 12 + [vp]
         lib.nvfp4ra_permuted_rows.restype = ctypes.c_int64
         lib.nvfp4ra_permuted_rows.argtypes = [i32, i32]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -95,13 +97,14 @@ def main() -> int:
         if err:
             raise RuntimeError(f"nvfp4_launch_fused_wgmma_mma_order: error {err} (m={m} n={n} k={k} plan={plan})")
 
-    def two_blocks_launch(lib, a, pt, st, g, o, plan) -> None:
-        tiled, nact, minb, stages, staged = TWO_BLOCKS
+    def dev_launch(lib, a, pt, st, g, o, plan, variant) -> None:
+        tiled, nact, minb, stages, staged, ring = variant
         (m, k), n = a.shape, o.shape[1]
         ensure(plan[1] * m * n, 2 * k * lib.nvfp4ra_permuted_rows(m, nact))
         err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), work["act"].data_ptr(), pt.data_ptr(), st.data_ptr(),
                                            g.data_ptr(), None, o.data_ptr(), work["buf"].data_ptr(), m, n, k, 1,
-                                           plan[0], plan[1], nact, minb, stages, int(staged), int(tiled), stream())
+                                           plan[0], plan[1], nact, minb, stages, int(staged), int(tiled), ring,
+                                           stream())
         if err:
             raise RuntimeError(f"nvfp4ra_launch_mma_order: error {err} (m={m} n={n} k={k} plan={plan})")
 
@@ -117,7 +120,7 @@ def main() -> int:
         pt, st = tiled.packed, tiled.scales
         w_bf16 = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
         plan = cuda_backend.fused_wgmma_plan(n, k, 0)
-        plan_two = wgmma_plan(n, k, 2 * sms)
+        plan_two = wgmma_plan(n, k, 2 * sms)  # the library's rule for two blocks an SM
         for m in (int(x) for x in args.ms.split(",")):
             a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
@@ -130,8 +133,10 @@ def main() -> int:
             for what, lib in libs.items():
                 times[f"fused_wgmma {what}"] = ws_dev.timer(lambda: library_launch(lib, a, pt, st, g, o, plan), flush)
                 if m <= TWO_BLOCKS[1]:
-                    times[f"64x2 {what}"] = ws_dev.timer(lambda: two_blocks_launch(lib, a, pt, st, g, o, plan_two),
-                                                         flush)
+                    times[f"64x2 {what}"] = ws_dev.timer(
+                        lambda: dev_launch(lib, a, pt, st, g, o, plan_two, TWO_BLOCKS), flush)
+                    times[f"64x1 ring 4 {what}"] = ws_dev.timer(
+                        lambda: dev_launch(lib, a, pt, st, g, o, plan, RING_OF_4), flush)
             report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": copied,
                                    "cublas_bf16_us": cublas_us, "fused_mma_splits": splits, "plan": list(plan),
                                    "plan_two_blocks": list(plan_two), "us": times})

@@ -32,40 +32,52 @@ static bool dev_plan(int32_t m, int32_t n, int32_t k, int32_t whole_tiles, int32
 // else the contract's row-major bytes, the activations permuted into act_ws
 // (nvfp4ra_permuted_rows(m, nact) x k values, 16-byte aligned) by the launch. Blocks of `nact`
 // activation rows, `min_blocks` resident per SM, `stages` stages, the weights copied into them
-// when `staged` (tiled only); a combination not built returns cudaErrorInvalidValue.
+// when `staged` (tiled only), or each thread's bytes into a ring of `ring` steps of its own (0:
+// the register prefetch of one step); a combination not built returns cudaErrorInvalidValue.
 int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, const void* scales, const void* g,
                              const void* bias, void* out, float* workspace, int32_t m, int32_t n, int32_t k,
                              int32_t out_bf16, int32_t whole_tiles, int32_t splits, int32_t nact, int32_t min_blocks,
-                             int32_t stages, int32_t staged, int32_t tiled, cudaStream_t stream) {
+                             int32_t stages, int32_t staged, int32_t tiled, int32_t ring, cudaStream_t stream) {
   nvfp4::WgmmaPlan plan{};
   if (!dev_plan(m, n, k, whole_tiles, splits, nact, workspace, &plan) || a == nullptr ||
       reinterpret_cast<uintptr_t>(a) % 16 != 0) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
-#define NVFP4RA_MMA_ORDER(TILED, NACT, MINB, STAGES, STAGED)                                                     \
-  if (!tiled == !TILED && nact == NACT && min_blocks == MINB && stages == STAGES && !staged == !STAGED) {       \
-    return static_cast<int>(out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, TILED, NACT, MINB, STAGES, STAGED>(   \
-                                           a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws) \
-                                     : nvfp4::launch_wgmma<__half, TILED, NACT, MINB, STAGES, STAGED>(            \
-                                           a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)); \
+#define NVFP4RA_MMA_ORDER(TILED, NACT, MINB, STAGES, STAGED, RING)                                                \
+  if (!tiled == !TILED && nact == NACT && min_blocks == MINB && stages == STAGES && !staged == !STAGED &&         \
+      ring == RING) {                                                                                              \
+    return static_cast<int>(                                                                                      \
+        out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, TILED, NACT, MINB, STAGES, STAGED, RING>(                  \
+                       a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)                 \
+                 : nvfp4::launch_wgmma<__half, TILED, NACT, MINB, STAGES, STAGED, RING>(                          \
+                       a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws));               \
   }
 #if NVFP4_WGMMA_ABLATE
-  // an ablation build (ra_dev.py --ablations): the library's launches (its export) and the
-  // two-blocks-an-SM variant at M <= 64 only, to keep the build short
-  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false)
+  // an ablation build (ra_dev.py --ablations): the library's launches (its export), the
+  // two-blocks-an-SM variant at M <= 64 and the 64-row tile with a ring of 4 only, to keep the
+  // build short
+  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 0)
+  NVFP4RA_MMA_ORDER(true, 64, 1, 3, false, 4)
 #else
-  NVFP4RA_MMA_ORDER(true, 256, 1, 3, false)
-  NVFP4RA_MMA_ORDER(false, 256, 1, 3, false)
-  NVFP4RA_MMA_ORDER(true, 192, 1, 3, false)
-  NVFP4RA_MMA_ORDER(true, 128, 1, 3, false)
-  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false)
-  NVFP4RA_MMA_ORDER(true, 32, 2, 3, false)
-  NVFP4RA_MMA_ORDER(true, 16, 3, 3, false)
-  NVFP4RA_MMA_ORDER(true, 256, 1, 3, true)
-  NVFP4RA_MMA_ORDER(true, 128, 1, 5, true)
-  NVFP4RA_MMA_ORDER(true, 64, 2, 4, true)
-  NVFP4RA_MMA_ORDER(true, 64, 1, 8, true)
-  NVFP4RA_MMA_ORDER(true, 16, 3, 5, true)
+  NVFP4RA_MMA_ORDER(true, 256, 1, 3, false, 0)
+  NVFP4RA_MMA_ORDER(false, 256, 1, 3, false, 0)
+  NVFP4RA_MMA_ORDER(true, 192, 1, 3, false, 0)
+  NVFP4RA_MMA_ORDER(true, 128, 1, 3, false, 0)
+  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 0)
+  NVFP4RA_MMA_ORDER(true, 32, 2, 3, false, 0)
+  NVFP4RA_MMA_ORDER(true, 16, 3, 3, false, 0)
+  NVFP4RA_MMA_ORDER(true, 256, 1, 3, true, 0)
+  NVFP4RA_MMA_ORDER(true, 128, 1, 5, true, 0)
+  NVFP4RA_MMA_ORDER(true, 64, 2, 4, true, 0)
+  NVFP4RA_MMA_ORDER(true, 64, 1, 8, true, 0)
+  NVFP4RA_MMA_ORDER(true, 16, 3, 5, true, 0)
+  // each thread's own ring of weight bytes (RING): the register prefetch's one step in flight
+  // becomes RING steps, with no thread waiting for another
+  NVFP4RA_MMA_ORDER(true, 64, 1, 3, false, 4)
+  NVFP4RA_MMA_ORDER(false, 64, 1, 3, false, 4)
+  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 4)
+  NVFP4RA_MMA_ORDER(true, 128, 1, 3, false, 4)
+  NVFP4RA_MMA_ORDER(true, 256, 1, 3, false, 2)
 #endif
 #undef NVFP4RA_MMA_ORDER
   return static_cast<int>(cudaErrorInvalidValue);

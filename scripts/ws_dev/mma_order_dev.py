@@ -41,14 +41,17 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SMS = 132
-#: (tiled, NACT, MIN_BLOCKS, STAGES, STAGED) the dev library builds (fused_ra.cu,
+#: (tiled, NACT, MIN_BLOCKS, STAGES, STAGED, RING) the dev library builds (fused_ra.cu,
 #: nvfp4ra_launch_mma_order): the 192- and 128-row tiles do less tensor work than 256 rows where M
 #: leaves a tile part empty; STAGED copies the weights into the stages (STAGES - 1 steps in flight
-#: instead of the register prefetch's one)
-VARIANTS = ((True, 256, 1, 3, False), (False, 256, 1, 3, False), (True, 192, 1, 3, False), (True, 128, 1, 3, False),
-            (True, 64, 2, 3, False), (True, 32, 2, 3, False), (True, 16, 3, 3, False),
-            (True, 256, 1, 3, True), (True, 128, 1, 5, True), (True, 64, 2, 4, True), (True, 64, 1, 8, True),
-            (True, 16, 3, 5, True))
+#: instead of the register prefetch's one); RING gives each thread a ring of its own weight bytes,
+#: RING steps ahead, with no thread waiting for another (nineteenth session)
+VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 192, 1, 3, False, 0),
+            (True, 128, 1, 3, False, 0), (True, 64, 2, 3, False, 0), (True, 32, 2, 3, False, 0),
+            (True, 16, 3, 3, False, 0), (True, 256, 1, 3, True, 0), (True, 128, 1, 5, True, 0),
+            (True, 64, 2, 4, True, 0), (True, 64, 1, 8, True, 0), (True, 16, 3, 5, True, 0),
+            (True, 64, 1, 3, False, 4), (False, 64, 1, 3, False, 4), (True, 64, 2, 3, False, 4),
+            (True, 128, 1, 3, False, 4), (True, 256, 1, 3, False, 2))
 
 
 def norm_splits(steps: int, s: int) -> int:
@@ -110,7 +113,7 @@ def main() -> int:
     vp, i32 = ctypes.c_void_p, ctypes.c_int32
     lib = ra_dev.library(out_dir)
     lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
-    lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 11 + [vp]
+    lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 12 + [vp]
     lib.nvfp4ra_permute_act.restype = ctypes.c_int
     lib.nvfp4ra_permute_act.argtypes = [vp, vp, i32, i32, i32, vp]
     lib.nvfp4ra_permuted_rows.restype = ctypes.c_int64
@@ -122,7 +125,7 @@ def main() -> int:
         return torch.cuda.current_stream().cuda_stream
 
     def launch(a, pw, sw, g, bias, o, plan, variant) -> None:
-        tiled, nact, minb, stages, staged = variant
+        tiled, nact, minb, stages, staged, ring = variant
         m, k = a.shape
         n = o.shape[1]
         need = plan[1] * m * n
@@ -134,7 +137,7 @@ def main() -> int:
         err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), work["act"].data_ptr(), pw.data_ptr(), sw.data_ptr(),
                                            g.data_ptr(), None if bias is None else bias.data_ptr(), o.data_ptr(),
                                            work["buf"].data_ptr(), m, n, k, int(a.dtype == torch.bfloat16), plan[0],
-                                           plan[1], nact, minb, stages, int(staged), int(tiled), stream())
+                                           plan[1], nact, minb, stages, int(staged), int(tiled), ring, stream())
         if err:
             raise RuntimeError(f"nvfp4ra_launch_mma_order: error {err} (m={m} n={n} k={k} plan={plan} {variant})")
 
@@ -235,7 +238,7 @@ def main() -> int:
                     continue
                 pw, sw = (pt, st) if variant[0] else (p, s)
                 name = (f"{'tiled' if variant[0] else 'row-major'} {variant[1]}x{variant[2]}"
-                        f"{f' staged {variant[3]}' if variant[4] else ''}")
+                        f"{f' staged {variant[3]}' if variant[4] else ''}{f' ring {variant[5]}' if variant[5] else ''}")
                 plans = ([wgmma_plan(n, k, SMS * variant[2])] if args.quick
                          else plans_for(n, k, SMS * variant[2]))
                 for plan in plans:
