@@ -201,6 +201,22 @@ def _require_cuda(name: str, t: Any, device: Any) -> None:
         raise ValueError(f"{name} must be contiguous; pass {name}.contiguous()")
 
 
+def _tiled_copy(tiled: tuple[Any, ...], n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
+    """The fused paths' ``tiled`` argument checked against an [n, k] weight on ``device``: its
+    tile-contiguous codes and scale bytes (which a kernel then reads instead of the row-major
+    pair) and its scale-byte range, or None where it has two items."""
+    from nvfp4_kernels import layout
+
+    if len(tiled) not in (2, 3):
+        raise ValueError("tiled must be (packed_tiles, scales_tiles[, scale_bytes]) from layout.tile_weights or "
+                         f"layout.registered(...), got {len(tiled)} items")
+    packed, scales = tiled[0], tiled[1]
+    layout.check_tiled(packed, scales, n, k)
+    _require_cuda("tiled packed", packed, device)
+    _require_cuda("tiled scales", scales, device)
+    return packed, scales, tiled[2] if len(tiled) == 3 else None
+
+
 def _dtype_flag(t: Any, name: str) -> int:
     import torch
 
@@ -417,13 +433,8 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     if tiled is not None:
         from nvfp4_kernels import layout
 
-        if len(tiled) not in (2, 3):
-            raise ValueError(f"tiled must be (packed_tiles, scales_tiles[, scale_bytes]), got {len(tiled)} items")
-        packed, scales = tiled[0], tiled[1]  # the kernel reads these instead
-        scale_bytes = layout.check_scale_bytes(tiled[2]) if len(tiled) == 3 else 0
-        layout.check_tiled(packed, scales, n, k)
-        _require_cuda("tiled packed", packed, out.device)
-        _require_cuda("tiled scales", scales, out.device)
+        packed, scales, scale_bytes = _tiled_copy(tiled, n, k, out.device)  # the kernel reads these instead
+        scale_bytes = 0 if scale_bytes is None else layout.check_scale_bytes(scale_bytes)
     launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
                  bf16, splits, _stream(out), reduction, tiled=tiled is not None,
                  scale_bytes=scale_bytes if tiled is not None else 0)
@@ -540,15 +551,7 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
         raise ValueError("the fused_wgmma kernel needs K >= 128; K = 0 has no dot products (nvfp4_matmul returns "
                          "the bias for it, recorded as the shortcut bias_only)")
     if tiled is not None:
-        from nvfp4_kernels import layout
-
-        if len(tiled) not in (2, 3):
-            raise ValueError("tiled must be (packed, scales[, scale_bytes]) from layout.tile_weights or "
-                             f"layout.registered(..., 'fused_mma'), got {len(tiled)} items")
-        packed, scales = tiled[0], tiled[1]  # the kernel reads these instead
-        layout.check_tiled(packed, scales, n, k, made_by="tile_weights")
-        _require_cuda("tiled packed", packed, out.device)
-        _require_cuda("tiled scales", scales, out.device)
+        packed, scales, _ = _tiled_copy(tiled, n, k, out.device)  # the kernel reads these instead
     if n == 0:
         return
     index = out.device.index if out.device.index is not None else torch.cuda.current_device()

@@ -181,18 +181,18 @@ def tiled_shapes(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return (tiles, steps, TILE_ROWS, _PACKED_PER_STEP), (tiles, steps, TILE_ROWS, _SCALES_PER_STEP)
 
 
-def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int, made_by: str = "tile_weights") -> None:
+def check_tiled(packed_tiles: Any, scales_tiles: Any, n: int, k: int) -> None:
     """Raise unless the pair is uint8, contiguous and shaped as :func:`tile_weights` makes it for
-    [n, k] (``made_by``: the function the messages name)."""
+    [n, k]."""
     want_p, want_s = tiled_shapes(n, k)
     for name, x, want in (("packed", packed_tiles, want_p), ("scales", scales_tiles, want_s)):
         if tuple(x.shape) != want:
             raise ValueError(f"tiled {name} must be {list(want)} for an [{n}, {k}] weight "
-                             f"(nvfp4_kernels.layout.{made_by}), got {list(x.shape)}")
+                             f"(nvfp4_kernels.layout.tile_weights), got {list(x.shape)}")
         if str(x.dtype).rsplit(".", 1)[-1] != "uint8":
-            raise TypeError(f"tiled {name} must be uint8 (nvfp4_kernels.layout.{made_by}), got {x.dtype}")
+            raise TypeError(f"tiled {name} must be uint8 (nvfp4_kernels.layout.tile_weights), got {x.dtype}")
         if hasattr(x, "is_contiguous") and not x.is_contiguous():
-            raise ValueError(f"tiled {name} must be contiguous ({made_by} returns contiguous tensors)")
+            raise ValueError(f"tiled {name} must be contiguous (tile_weights returns contiguous tensors)")
 
 
 #: the scale bytes a range may span: positive, finite, non-zero E4M3 values (0x00 is zero, 0x7F
