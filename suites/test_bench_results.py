@@ -268,7 +268,8 @@ def _measured_crossovers(times: dict[tuple[int, int], dict[int, dict[str, float]
     return {"gemv": gemv,
             "fused_vs_prefill": last(gemv, lambda t: t.get("fused_mma", inf) <= t["prefill"]),
             "fused_best": fused_best,
-            "wgmma": last(fused_best, lambda t: t.get("fused_wgmma", inf) <= min(t["prefill"], t.get("fused_mma", inf)))}
+            "wgmma": last(fused_best,
+                          lambda t: t.get("fused_wgmma", inf) <= min(t["prefill"], t.get("fused_mma", inf)))}
 
 
 def test_the_policy_thresholds_are_the_committed_measured_crossovers() -> None:

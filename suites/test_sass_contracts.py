@@ -281,8 +281,8 @@ def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kerne
     (:func:`_decode_prmts`) and short of what even four tables a row would add (2 rows x 2 more
     tables x 4 PRMTs x 2 halves = 32); the tile-contiguous copy's placed signs save 2 PRMTs a
     word. On either layout one 16-byte load of the lane's own bytes a row and step (the same
-    count for both), its two scale bytes in one 16-bit load, no 8-byte scale load. The narrower
-    tiles are the same kernel with a narrower wgmma: the same PRMTs within less than one decode
+    count for both), its two scale bytes in one 16-bit load (told from the epilogue's 16-bit bias
+    loads by not growing with the activation tile), no 8-byte scale load. The narrower tiles are the same kernel with a narrower wgmma: the same PRMTs within less than one decode
     table's four (which the scheduler may move) and as many 16-byte weight loads. The activation
     permutation moves 4-byte pairs: four 32-bit loads and a 16-byte store of a permuted chunk, or
     of zeros past M."""
@@ -291,8 +291,16 @@ def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kerne
         floor = _decode_prmts(placed=relayout == "1")
         assert floor <= _count(ops, "PRMT") < floor + 32, (relayout, nact, _count(ops, "PRMT"), floor)
         assert _count(ops, "LDG.E.128") == _count(by[("0", "256")], "LDG.E.128") > 0, (relayout, nact)
-        assert _count(ops, "LDG.E.U16") > 0 and _count(ops, "LDG.E.64") == 0, (relayout, nact)
+        assert _count(ops, "LDG.E.64") == 0, (relayout, nact)
         assert abs(_count(ops, "PRMT") - _count(by[(relayout, "256")], "PRMT")) < 4, (relayout, nact)
+    for relayout in "01":
+        # The epilogue's 16-bit bias loads grow with the activation tile; the scale loads do not.
+        # What does not grow is at least one 16-bit scale load for each of the thread's two rows
+        # in the prologue and in the loop.
+        u16 = {int(nact): _count(ops, "LDG.E.U16") for (r, nact), ops in by.items() if r == relayout}
+        per_tile = u16[128] - u16[64]
+        assert all(u16[n] == u16[64] + (n // 64 - 1) * per_tile for n in u16), (relayout, u16)
+        assert u16[64] - per_tile >= 2 * 2, (relayout, u16)
     assert _count(by[("1", "256")], "PRMT") < _count(by[("0", "256")], "PRMT")
     permute = [ins for name, ins in kernel_sass.items() if "nvfp4_wgmma_permute_act_kernel" in name]
     assert len(permute) == 1

@@ -14,8 +14,8 @@ must reach the fused path or prefill at decode M through the GEMV's small_layer 
 policy under which every layer is too large for the GEMV
 (:data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY`) in their case's ``policy`` field, and
 prefill problems that refuse fused_mma by its M range carry one with fused_wgmma off
-(:data:`~nvfp4_harness.nvfp4.shapes.NO_WGMMA_POLICY`), since fused_wgmma would take M <= 256 on the CPU backend and a Hopper
-GPU; every other problem runs under the default policy. :meth:`Nvfp4Problem.run` calls the
+(:data:`~nvfp4_harness.nvfp4.shapes.NO_WGMMA_POLICY`), since fused_wgmma would take M <= 256 on
+the CPU backend and a Hopper GPU; every other problem runs under the default policy. :meth:`Nvfp4Problem.run` calls the
 operator with the case's policy, so run problems through it (or pass ``problem.case.policy`` on)
 rather than calling the operator with the default policy. Fused problems draw
 ``1 <= M <= min(64, max_m)``; prefill problems refuse the fused paths by K % 128 != 0, a block
