@@ -327,6 +327,7 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
     try:
         from mma_order_dev import VARIANTS
+        from ra_dev import bind
     finally:
         sys.path.pop(0)
     # bf16 and fp16 kernels of the dev variants (some with staged weights) and of the library's
@@ -334,14 +335,12 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     # kernels and the permutation
     library = {(tiled, nact, 1, 3, False, 0) for tiled in (True, False) for nact in (64, 128, 192, 256)}
     kernels = 2 * len(set(VARIANTS) | library) + 2 + 1
-    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), kernels)))
+    lib = bind(ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), kernels))))
     assert all(hasattr(lib, name) for name in ("nvfp4ra_launch_mma_order", "nvfp4ra_permute_act",
                                                "nvfp4ra_permuted_rows"))
     # the script's variants are the ones built: without a GPU a built variant gets as far as CUDA
     # and fails there, one not built is refused as an invalid value (1) before
     entry = lib.nvfp4ra_launch_mma_order
-    vp, i32 = ctypes.c_void_p, ctypes.c_int32
-    entry.restype, entry.argtypes = ctypes.c_int, [vp] * 8 + [i32] * 12 + [vp]
     fake = ctypes.c_void_p(1 << 20)  # aligned, never dereferenced: nothing reaches a kernel here
 
     def answer(tiled: bool, nact: int, minb: int, stages: int, staged: bool, ring: int) -> int:

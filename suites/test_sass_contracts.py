@@ -275,17 +275,17 @@ def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kernel_sass, dtype: str) -> None:
-    """What fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session): each lane's 32
-    codes of a row and step lie in two scale blocks, so two decode tables a row and step where
-    the natural order needed eight. The PRMT count is at least the algorithm's for two tables
+    """What fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session): each lane's 32 codes
+    of a row and step lie in two scale blocks, so two decode tables a row and step where the natural
+    order needed eight. The PRMT count is at least the algorithm's for two tables
     (:func:`_decode_prmts`) and short of what even four tables a row would add (2 rows x 2 more
-    tables x 4 PRMTs x 2 halves = 32); the tile-contiguous copy's placed signs save 2 PRMTs a
-    word. On either layout one 16-byte load of the lane's own bytes a row and step (the same
-    count for both), its two scale bytes in one 16-bit load (told from the epilogue's 16-bit bias
-    loads by not growing with the activation tile), no 8-byte scale load. The narrower tiles are the same kernel with a narrower wgmma: the same PRMTs within less than one decode
-    table's four (which the scheduler may move) and as many 16-byte weight loads. The activation
-    permutation moves 4-byte pairs: four 32-bit loads and a 16-byte store of a permuted chunk, or
-    of zeros past M."""
+    tables x 4 PRMTs x 2 halves = 32); the tile-contiguous copy's placed signs save 2 PRMTs a word.
+    On either layout one 16-byte load of the lane's own bytes a row and step (the same count for
+    both), its two scale bytes in one 16-bit load (told from the epilogue's 16-bit bias loads by not
+    growing with the activation tile), no 8-byte scale load. The narrower tiles are the same kernel
+    with a narrower wgmma: the same PRMTs within less than one decode table's four (which the
+    scheduler may move) and as many 16-byte weight loads. The activation permutation moves 4-byte
+    pairs: four 32-bit loads and a 16-byte store of a permuted chunk, or of zeros past M."""
     by = {key: opcodes(ins) for key, ins in _wgmma_instantiations(kernel_sass, dtype).items()}
     for (relayout, nact), ops in by.items():
         floor = _decode_prmts(placed=relayout == "1")

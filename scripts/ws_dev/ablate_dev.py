@@ -70,10 +70,7 @@ def main() -> int:
         lib.nvfp4_launch_fused_wgmma_mma_order.argtypes = [vp] * 8 + [i32, i64, i64, i32, i32, i32, i32, vp]
         lib.nvfp4_fused_wgmma_act_rows.restype = ctypes.c_int64
         lib.nvfp4_fused_wgmma_act_rows.argtypes = [i32]
-        lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
-        lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 12 + [vp]
-        lib.nvfp4ra_permuted_rows.restype = ctypes.c_int64
-        lib.nvfp4ra_permuted_rows.argtypes = [i32, i32]
+        ra_dev.bind(lib)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = {"buf": torch.empty(1, dtype=torch.float32, device=dev), "act": torch.empty(16, dtype=torch.uint8,
                                                                                         device=dev)}
@@ -98,15 +95,9 @@ def main() -> int:
             raise RuntimeError(f"nvfp4_launch_fused_wgmma_mma_order: error {err} (m={m} n={n} k={k} plan={plan})")
 
     def dev_launch(lib, a, pt, st, g, o, plan, variant) -> None:
-        tiled, nact, minb, stages, staged, ring = variant
         (m, k), n = a.shape, o.shape[1]
-        ensure(plan[1] * m * n, 2 * k * lib.nvfp4ra_permuted_rows(m, nact))
-        err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), work["act"].data_ptr(), pt.data_ptr(), st.data_ptr(),
-                                           g.data_ptr(), None, o.data_ptr(), work["buf"].data_ptr(), m, n, k, 1,
-                                           plan[0], plan[1], nact, minb, stages, int(staged), int(tiled), ring,
-                                           stream())
-        if err:
-            raise RuntimeError(f"nvfp4ra_launch_mma_order: error {err} (m={m} n={n} k={k} plan={plan})")
+        ensure(plan[1] * m * n, 2 * k * lib.nvfp4ra_permuted_rows(m, variant[1]))
+        ra_dev.launch_mma_order(lib, a, work["act"], pt, st, g, None, o, work["buf"], plan, variant, stream())
 
     report: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                     "ablations": {str(n): what for n, what in ra_dev.ABLATIONS.items()}, "rows": []}

@@ -32,7 +32,6 @@ What it checks, then times (L2 flushed, medians of 21, references in the same ru
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 from pathlib import Path
@@ -110,14 +109,7 @@ def main() -> int:
     import ws_dev
 
     dev = "cuda"
-    vp, i32 = ctypes.c_void_p, ctypes.c_int32
     lib = ra_dev.library(out_dir)
-    lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
-    lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 12 + [vp]
-    lib.nvfp4ra_permute_act.restype = ctypes.c_int
-    lib.nvfp4ra_permute_act.argtypes = [vp, vp, i32, i32, i32, vp]
-    lib.nvfp4ra_permuted_rows.restype = ctypes.c_int64
-    lib.nvfp4ra_permuted_rows.argtypes = [i32, i32]
     work = {"buf": torch.empty(1, dtype=torch.float32, device=dev),
             "act": torch.empty(8, dtype=torch.uint8, device=dev)}
 
@@ -125,21 +117,14 @@ def main() -> int:
         return torch.cuda.current_stream().cuda_stream
 
     def launch(a, pw, sw, g, bias, o, plan, variant) -> None:
-        tiled, nact, minb, stages, staged, ring = variant
         m, k = a.shape
-        n = o.shape[1]
-        need = plan[1] * m * n
+        need = plan[1] * m * o.shape[1]
         if work["buf"].numel() < need:
             work["buf"] = torch.empty(need, dtype=torch.float32, device=dev)
-        act_bytes = 2 * k * lib.nvfp4ra_permuted_rows(m, nact)  # padded to whole activation tiles
+        act_bytes = 2 * k * lib.nvfp4ra_permuted_rows(m, variant[1])  # padded to whole activation tiles
         if work["act"].numel() < act_bytes:
             work["act"] = torch.empty(act_bytes, dtype=torch.uint8, device=dev)
-        err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), work["act"].data_ptr(), pw.data_ptr(), sw.data_ptr(),
-                                           g.data_ptr(), None if bias is None else bias.data_ptr(), o.data_ptr(),
-                                           work["buf"].data_ptr(), m, n, k, int(a.dtype == torch.bfloat16), plan[0],
-                                           plan[1], nact, minb, stages, int(staged), int(tiled), ring, stream())
-        if err:
-            raise RuntimeError(f"nvfp4ra_launch_mma_order: error {err} (m={m} n={n} k={k} plan={plan} {variant})")
+        ra_dev.launch_mma_order(lib, a, work["act"], pw, sw, g, bias, o, work["buf"], plan, variant, stream())
 
     def expected(a, p, s, g, bias, plan):
         """fused_mma's library launch at the plan's K ranges: the first 128 * whole_tiles rows at one

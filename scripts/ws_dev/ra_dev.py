@@ -36,8 +36,40 @@ def ablation_library(n: int) -> Path:
 
 
 def library(out: Path) -> ctypes.CDLL:
-    """The dev library: the prebuilt one a device call carries, or built now into ``out``."""
-    return ctypes.CDLL(str(PREBUILT if PREBUILT.exists() else build(out)))
+    """The dev library: the prebuilt one a device call carries, or built now into ``out``, with
+    its entries' signatures declared (:func:`bind`)."""
+    return bind(ctypes.CDLL(str(PREBUILT if PREBUILT.exists() else build(out))))
+
+
+def bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """Declare the C signatures of fused_ra.cu's dev entries on a loaded dev library (the full one
+    or an ablation build) and return it: the one place that states them."""
+    vp, i32 = ctypes.c_void_p, ctypes.c_int32
+    lib.nvfp4ra_launch_mma_order.restype = ctypes.c_int
+    lib.nvfp4ra_launch_mma_order.argtypes = [vp] * 8 + [i32] * 12 + [vp]
+    lib.nvfp4ra_permute_act.restype = ctypes.c_int
+    lib.nvfp4ra_permute_act.argtypes = [vp, vp, i32, i32, i32, vp]
+    lib.nvfp4ra_permuted_rows.restype = ctypes.c_int64
+    lib.nvfp4ra_permuted_rows.argtypes = [i32, i32]
+    return lib
+
+
+def launch_mma_order(lib: ctypes.CDLL, a, act_ws, packed, scales, g, bias, out, workspace, plan: tuple[int, int],
+                     variant: tuple, stream: int) -> None:
+    """One launch of dev variant ``variant`` = (tiled, NACT, MIN_BLOCKS, STAGES, STAGED, RING) for
+    out = a @ W^T (+ bias) on ``plan`` (whole tiles, splits). The caller sizes the buffers:
+    ``act_ws`` 2 k nvfp4ra_permuted_rows(m, NACT) bytes (the permuted activations, padded to whole
+    tiles), ``workspace`` plan[1] m n floats. Raises with the entry's CUDA error, or 1 for a variant
+    the library does not build."""
+    tiled, nact, minb, stages, staged, ring = variant
+    m, k = a.shape
+    n = out.shape[1]
+    err = lib.nvfp4ra_launch_mma_order(a.data_ptr(), act_ws.data_ptr(), packed.data_ptr(), scales.data_ptr(),
+                                       g.data_ptr(), None if bias is None else bias.data_ptr(), out.data_ptr(),
+                                       workspace.data_ptr(), m, n, k, int(str(a.dtype) == "torch.bfloat16"),
+                                       plan[0], plan[1], nact, minb, stages, int(staged), int(tiled), ring, stream)
+    if err:
+        raise RuntimeError(f"nvfp4ra_launch_mma_order: error {err} (m={m} n={n} k={k} plan={plan} {variant})")
 
 
 def build(out: Path, flags: tuple[str, ...] = (), target: Path = PREBUILT) -> Path:
