@@ -162,6 +162,79 @@ def test_a_run_cut_off_keeps_the_outcomes_it_has(tmp_path: Path, monkeypatch: py
     assert record["complete"] is True and [r["name"] for r in record["mutants"]] == names
 
 
+def _part_records(tmp_path: Path, statuses: tuple[str, ...] = ("caught", "caught", "caught", "caught")) -> list[Path]:
+    """Two ``--out`` files as two ``--part`` runs write them (1/2 with a baseline, 2/2 without),
+    each with the provenance of one machine and commit."""
+    table = list(MUTATIONS)[:len(statuses)]
+    paths = []
+    for k, part in enumerate((table[:len(table) // 2], table[len(table) // 2:]), 1):
+        outcomes = [mutation.Outcome(m.name, statuses[table.index(m)], 2.0, "FAILED x") for m in part]
+        base = mutation.Outcome("(none: baseline)", "passed", 1.0, "") if k == 1 else None
+        path = tmp_path / f"part-{k}.json"
+        mutation.write_outcomes(path, outcomes, part, base, gpu=False, argv=["--part", f"{k}/2"])
+        record = json.loads(path.read_text())
+        record["provenance"] = {"gpu": "NVIDIA H200", "git_commit": "abc1234", "date": f"2026-12-05T0{k}:00:00"}
+        path.write_text(json.dumps(record))
+        paths.append(path)
+    return paths
+
+
+def test_join_writes_one_record_from_the_parts_of_one_run(tmp_path: Path) -> None:
+    """--join turns the --out files of --part runs into the record the CPU check reads: every
+    part's mutants in order, the baseline that ran, each part's command kept."""
+    a, b = _part_records(tmp_path)
+    out = tmp_path / "joined.json"
+    assert mutation.main(["--join", str(a), str(b), "--out", str(out)]) == 0
+    joined = json.loads(out.read_text())
+    parts = [json.loads(p.read_text()) for p in (a, b)]
+    assert [m["name"] for m in joined["mutants"]] == [m.name for m in list(MUTATIONS)[:4]]
+    assert joined["planned"] == parts[0]["planned"] + parts[1]["planned"]
+    assert joined["baseline"] == {"status": "passed", "seconds": 1.0} and joined["complete"] is True
+    assert [p["command"] for p in joined["parts"]] == [p["command"] for p in parts]
+    assert joined["provenance"]["git_commit"] == "abc1234" and "--join" in joined["command"]
+
+
+def test_join_exits_1_when_a_mutant_survived(tmp_path: Path) -> None:
+    a, b = _part_records(tmp_path, ("caught", "caught", "survived", "caught"))
+    out = tmp_path / "joined.json"
+    assert mutation.main(["--join", str(a), str(b), "--out", str(out)]) == 1
+    assert [m["status"] for m in json.loads(out.read_text())["mutants"]].count("survived") == 1
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda r: r.update(complete=False), "cut off"),
+    (lambda r: r["provenance"].update(git_commit="def5678"), "different git_commits"),
+    (lambda r: r["provenance"].update(gpu="NVIDIA H100 80GB HBM3"), "different gpus"),
+    (lambda r: r.update(baseline={"status": "failed", "seconds": 1.0}), "did not pass"),
+    (lambda r: r.update(mutants=r["mutants"] + [dict(r["mutants"][0], name=MUTATIONS[0].name)]), "more than one part"),
+])
+def test_join_refuses_parts_that_are_not_one_run(tmp_path: Path, spoil, message: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Parts of different code or machines, a cut-off part, a failed baseline or a mutant planted
+    twice would make the joined record claim a run that never happened: refused, with the reason."""
+    a, b = _part_records(tmp_path)
+    record = json.loads(b.read_text())
+    spoil(record)
+    b.write_text(json.dumps(record))
+    out = tmp_path / "joined.json"
+    with pytest.raises(SystemExit):
+        mutation.main(["--join", str(a), str(b), "--out", str(out)])
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_join_needs_a_baseline_two_parts_and_an_out_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _part_records(tmp_path)
+    record = json.loads(a.read_text())
+    record["baseline"] = None
+    a.write_text(json.dumps(record))
+    for argv, message in ((["--join", str(a), str(b), "--out", str(tmp_path / "j.json")], "no part ran"),
+                          (["--join", str(b), "--out", str(tmp_path / "j.json")], "two or more"),
+                          (["--join", str(a), str(b)], "needs --out")):
+        with pytest.raises(SystemExit):
+            mutation.main(argv)
+        assert message in capsys.readouterr().err
+
+
 # --- the CUDA mutants (``mutate --gpu``) -----------------------------------------------------------
 
 GPU_RESULTS = mutation.PROJECT_ROOT / "fixtures" / "gpu" / "mutation-gpu.json"

@@ -38,6 +38,7 @@ Usage::
     python -m nvfp4_harness mutate --only gemv-bias-after-rounding,negative-zero-lost
     python -m nvfp4_harness mutate --pytest-args="-n 2"   # extra pytest arguments (e.g. xdist)
     python -m nvfp4_harness mutate --gpu --part 1/2 --out a.json   # half the table (a time limit)
+    python -m nvfp4_harness mutate --join a.json b.json --out fixtures/gpu/mutation-gpu.json
 
 ``--out`` is rewritten after the baseline and after every mutant (``"complete": false`` until
 the last), so a run cut off by a time limit keeps the outcomes it has.
@@ -598,6 +599,54 @@ def table_part(mutations: Sequence[Mutation], part: str) -> list[Mutation]:
     return list(mutations[(k - 1) * len(mutations) // n:k * len(mutations) // n])
 
 
+class PartsDoNotJoin(ValueError):
+    """The ``--out`` files of ``--part`` runs cannot stand for one run (see :func:`join_parts`)."""
+
+
+def join_parts(records: Sequence[dict], argv: Sequence[str]) -> dict:
+    """One record from the ``--out`` records of runs that each planted a slice of the table
+    (``--part K/N`` in separate device calls, because one call has a time limit).
+
+    They must be runs of the same code on the same kind of machine, or the joined record would
+    claim a run that never happened: every part complete, the same ``git_commit`` and GPU (when
+    they carry provenance), no mutant planted twice, and at least one baseline, all of them
+    passed. The joined record keeps each part's date, command and baseline under ``parts``."""
+    import datetime as _dt
+
+    if len(records) < 2:
+        raise PartsDoNotJoin("--join needs the --out files of two or more --part runs")
+    for i, record in enumerate(records, 1):
+        if not record.get("complete", True):
+            raise PartsDoNotJoin(f"part {i} ({record.get('command', '?')}) was cut off before its last mutant; "
+                                 f"run that part again")
+        base = record.get("baseline")
+        if base is not None and base.get("status") != "passed":
+            raise PartsDoNotJoin(f"part {i}'s unmutated suites did not pass ({base}); its outcomes mean nothing")
+    if all(record.get("baseline") is None for record in records):
+        raise PartsDoNotJoin("no part ran the unmutated suites (all used --no-baseline); run one part without it")
+    for key in ("git_commit", "gpu"):
+        seen = {(record.get("provenance") or {}).get(key) for record in records}
+        if len(seen) > 1:
+            raise PartsDoNotJoin(f"the parts ran on different {key}s {sorted(map(str, seen))}: they are not one run")
+    names = [m["name"] for record in records for m in record["mutants"]]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise PartsDoNotJoin(f"mutants planted in more than one part: {twice}")
+    first = records[0]
+    joined: dict = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    "command": "python -m nvfp4_harness mutate " + " ".join(argv),
+                    "suite": first["suite"],
+                    "baseline": next(r["baseline"] for r in records if r.get("baseline") is not None),
+                    "mutants": [m for record in records for m in record["mutants"]],
+                    "complete": True,
+                    "planned": [name for record in records for name in record.get("planned", [])],
+                    "parts": [{"date": r.get("date"), "command": r.get("command"), "baseline": r.get("baseline")}
+                              for r in records]}
+    if "provenance" in first:
+        joined["provenance"] = first["provenance"]
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nvfp4_harness mutate", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -617,7 +666,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--part", default=None, metavar="K/N",
                         help="plant only the K-th of N consecutive slices of the (selected) table, e.g. 1/2 then "
                              "2/2 in two sessions with a time limit")
+    parser.add_argument("--join", nargs="+", type=Path, default=None, metavar="PART.json",
+                        help="write one record (to --out) from the --out files of --part runs of the same code")
     args = parser.parse_args(list(argv) if argv is not None else None)
+
+    if args.join is not None:
+        if args.out is None:
+            parser.error("--join needs --out FILE for the joined record")
+        try:
+            joined = join_parts([json.loads(p.read_text(encoding="utf-8")) for p in args.join],
+                                list(argv) if argv is not None else sys.argv[1:])
+        except (OSError, json.JSONDecodeError, KeyError) as exc:
+            parser.error(f"cannot read the parts: {exc}")
+        except PartsDoNotJoin as exc:
+            parser.error(str(exc))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(joined, indent=1) + "\n", encoding="utf-8")
+        caught = sum(m["status"] == "caught" for m in joined["mutants"])
+        print(f"joined {len(args.join)} parts into {args.out}: {caught} / {len(joined['mutants'])} mutants caught")
+        return 0 if caught == len(joined["mutants"]) else 1
 
     mutations = list(GPU_MUTATIONS if args.gpu else MUTATIONS)
     if args.only:
