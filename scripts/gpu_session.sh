@@ -123,9 +123,16 @@ if wants stalls; then
     --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats \
     --metrics "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$" \
     python3 -m nvfp4_harness.nvfp4.profile_once --small-m > fixtures/gpu/ncu-small-m.txt 2>&1 || status=1
+  python3 - <<'PY' || status=1
+import json
+from nvfp4_harness.nvfp4.provenance import gpu_provenance
+record = gpu_provenance(["ncu", "--clock-control", "none", "(sections and stall metrics: scripts/gpu_session.sh stalls)",
+                         "python3", "-m", "nvfp4_harness.nvfp4.profile_once", "--small-m"])
+open("fixtures/gpu/ncu-small-m.provenance.json", "w").write(json.dumps(record, indent=1) + "\n")
+PY
   grep -E "^  [a-z].*kernel|Duration|stalled_(long_scoreboard|wait|math_pipe|short_scoreboard|barrier|not_selected)" \
     fixtures/gpu/ncu-small-m.txt | head -60
-  tar czf "$OUT/stalls.tgz" fixtures/gpu/ncu-small-m.txt
+  tar czf "$OUT/stalls.tgz" fixtures/gpu/ncu-small-m.txt fixtures/gpu/ncu-small-m.provenance.json
 fi
 
 if wants ablate; then
