@@ -96,13 +96,13 @@ def test_the_committed_stall_profile_is_of_the_small_m_runs_with_every_reason() 
     for launch, (kernel, m, n, k) in zip(matmuls, profile_once.SMALL_M_RUNS):
         metrics = launch["metrics"]
         for reason in STALL_REASONS:
-            assert f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio" in metrics, (kernel, m, reason)
+            assert f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio" in metrics, (kernel, m, n, k, reason)
         for name in ("Duration", "Issue Slots Busy", "DRAM Throughput", "Eligible Warps Per Scheduler",
                      "Warp Cycles Per Issued Instruction", "Registers Per Thread"):
-            assert name in metrics, (kernel, m, name)
+            assert name in metrics, (kernel, m, n, k, name)
         # the cycles a warp waits per issued instruction are the sum of the reasons ncu splits them into
         total = sum(v for key, v in metrics.items() if key.startswith("smsp__average_warps_issue_stalled_"))
-        assert total == pytest.approx(metrics["Warp Cycles Per Issued Instruction"], rel=0.05), (kernel, m)
+        assert total == pytest.approx(metrics["Warp Cycles Per Issued Instruction"], rel=0.05), (kernel, m, n, k)
     provenance = json.loads(PROFILE.with_suffix(".provenance.json").read_text())
     assert {"gpu", "driver", "cuda_runtime", "torch", "date", "command", "git_commit"} <= set(provenance)
     assert "profile_once --small-m" in provenance["command"]
