@@ -93,10 +93,11 @@ def test_the_committed_stall_profile_is_of_the_small_m_runs_with_every_reason() 
             assert names[i - 1] == "nvfp4_wgmma_permute_act_kernel", names
         if name == "nvfp4_splitk_finalize_kernel":
             assert names[i - 1] in MATMUL_KERNELS.values(), names
-    for launch, (kernel, m, n, k) in zip(matmuls, profile_once.SMALL_M_RUNS):
+    for launch, (kernel, m, n, k) in zip(matmuls, profile_once.SMALL_M_RUNS, strict=True):
         metrics = launch["metrics"]
         for reason in STALL_REASONS:
-            assert f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio" in metrics, (kernel, m, n, k, reason)
+            name = f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
+            assert name in metrics, (kernel, m, n, k, reason)
         for name in ("Duration", "Issue Slots Busy", "DRAM Throughput", "Eligible Warps Per Scheduler",
                      "Warp Cycles Per Issued Instruction", "Registers Per Thread"):
             assert name in metrics, (kernel, m, n, k, name)
