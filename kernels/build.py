@@ -57,6 +57,7 @@ LIBRARY_EXPORTS: tuple[str, ...] = (
     "nvfp4_fused_launch_occupancy",
     "nvfp4_launch_fused_wgmma_mma_order",
     "nvfp4_fused_wgmma_act_rows",
+    "nvfp4_fused_wgmma_ring_steps",
     "nvfp4_fused_wgmma_tile_rows",
     "nvfp4_launch_fp4_probe",
     "nvfp4_launch_packed",

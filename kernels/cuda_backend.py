@@ -58,6 +58,7 @@ _SIGNATURES: dict[str, tuple[type, list[type]]] = {
     "nvfp4_launch_fused_wgmma_mma_order": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _P, _I32, _I64, _I64, _I32,
                                                           _I32, _I32, _I32, _P]),
     "nvfp4_fused_wgmma_act_rows": (ctypes.c_int64, [_I32]),
+    "nvfp4_fused_wgmma_ring_steps": (ctypes.c_int32, [_I32, _I32]),
     "nvfp4_fused_wgmma_tile_rows": (ctypes.c_int, []),
     "nvfp4_launch_fp4_probe": (ctypes.c_int, [_P, _P]),
     "nvfp4_launch_packed": (ctypes.c_int, [_I32, _P]),

@@ -143,6 +143,21 @@ def test_fused_wgmma_takes_the_narrowest_activation_tile_and_checks_its_argument
 
 
 @needs_nvcc
+def test_fused_wgmma_keeps_a_ring_of_weight_steps_only_where_the_h200_measured_one_faster(library: Path) -> None:
+    """On the registered (tile-contiguous) copy the launch keeps 4 steps of weights a thread in
+    flight in its 128-row tile (M = 65..128) and 2 in its 256-row tile (M = 193..256), where the
+    dev variants measured faster at the library's plans (benchmarks/NOTES.md, twenty-first session);
+    every other tile and the row-major weight keep the register prefetch (0)."""
+    lib = ctypes.CDLL(str(library))
+    lib.nvfp4_fused_wgmma_ring_steps.restype = ctypes.c_int32
+    lib.nvfp4_fused_wgmma_ring_steps.argtypes = [ctypes.c_int32, ctypes.c_int32]
+    for tiled in (0, 1):
+        rings = [lib.nvfp4_fused_wgmma_ring_steps(m, tiled) for m in range(-1, 259)]
+        want = [4 if tiled and 65 <= m <= 128 else 2 if tiled and 193 <= m <= 256 else 0 for m in range(-1, 259)]
+        assert rings == want, tiled
+
+
+@needs_nvcc
 def test_every_source_compiles_to_a_cubin(tmp_path: Path) -> None:
     objects = build.compile_objects("cubin", "sm_90", out_dir=tmp_path)
     stems = {p.stem for p in build.source_files() if p.suffix == ".cu"}

@@ -203,7 +203,7 @@ def test_join_exits_1_when_a_mutant_survived(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("spoil, message", [
     (lambda r: r.update(complete=False), "cut off"),
-    (lambda r: r["provenance"].update(git_commit="def5678"), "different git_commits"),
+    (lambda r: r["provenance"].update(git_commit="def5678"), "pass --note"),
     (lambda r: r["provenance"].update(gpu="NVIDIA H100 80GB HBM3"), "different gpus"),
     (lambda r: r.update(baseline={"status": "failed", "seconds": 1.0}), "did not pass"),
     (lambda r: r.update(mutants=r["mutants"] + [dict(r["mutants"][0], name=MUTATIONS[0].name)]), "more than one part"),
@@ -220,6 +220,22 @@ def test_join_refuses_parts_that_are_not_one_run(tmp_path: Path, spoil, message:
     with pytest.raises(SystemExit):
         mutation.main(["--join", str(a), str(b), "--out", str(out)])
     assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_join_keeps_the_note_when_the_parts_ran_on_different_commits(tmp_path: Path) -> None:
+    """Re-running only the mutants of a changed file gives a part of a newer commit: it joins the
+    older parts only with --note saying why, and the record names both commits and keeps the note."""
+    a, b = _part_records(tmp_path)
+    record = json.loads(b.read_text())
+    record["provenance"]["git_commit"] = "def5678"
+    b.write_text(json.dumps(record))
+    out = tmp_path / "joined.json"
+    why = "only the fused_wgmma.cu mutants ran again at def5678; no other mutated file changed"
+    assert mutation.main(["--join", str(a), str(b), "--out", str(out), "--note", why]) == 0
+    joined = json.loads(out.read_text())
+    assert joined["provenance"]["git_commit"] == "abc1234, def5678"
+    assert joined["provenance"]["git_commit_note"] == why
+    assert [p["git_commit"] for p in joined["parts"]] == ["abc1234", "def5678"]
 
 
 def test_join_needs_a_baseline_two_parts_and_an_out_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -160,9 +160,10 @@ def check_fused(instructions: list[str]) -> list[str]:
     return problems
 
 
-def check_wgmma(instructions: list[str], nact: int = 256) -> list[str]:
+def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0) -> list[str]:
     """Violations of the fused_wgmma kernel's contract (empty when it holds), for a kernel of
-    ``nact`` activation rows a block (the wgmma's N)."""
+    ``nact`` activation rows a block (the wgmma's N) and a ring of ``ring`` weight steps a thread
+    (0: the register prefetch, the weights' 16-byte loads straight into registers)."""
     ops = opcodes(instructions)
     problems = []
     hgmma = [i for i in instructions if "HGMMA" in i]
@@ -170,15 +171,37 @@ def check_wgmma(instructions: list[str], nact: int = 256) -> list[str]:
         problems.append("no warpgroup MMA (HGMMA)")
     elif not all(re.search(rf"HGMMA\.64x{nact}x16\.F32(\.BF16)? R\d+, R\d+, gdesc", i) for i in hgmma):
         problems.append(f"an HGMMA that is not m64n{nact}k16 with A from registers")
-    if not any(o.startswith("LDG.E.128") for o in ops):
-        problems.append("no 16-byte global load (LDG.E.128) of the packed weights")
-    if any(o.startswith(("LDGSTS", "LDS")) for o in ops):
-        problems.append("an asynchronous copy or shared-memory load: the weights must go to registers only")
+    if ring == 0:
+        if not any(o.startswith("LDG.E.128") for o in ops):
+            problems.append("no 16-byte global load (LDG.E.128) of the packed weights")
+        if any(o.startswith(("LDGSTS", "LDS")) for o in ops):
+            problems.append("an asynchronous copy or shared-memory load: the weights must go to registers only")
+    else:
+        problems += ring_copy_problems(ops, ring)
     if _local_memory(ops):
         problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
     if any(o.startswith("CALL") for o in ops):
         problems.append("CALL to a subroutine (software conversion?)")
     return problems + table_decode_problems(ops)
+
+
+def ring_copy_problems(ops: list[str], ring: int) -> list[str]:
+    """A thread's ring of ``ring`` weight steps (fused_wgmma.cu's ThreadRing): each step's two rows
+    of 16 code bytes copied by 16-byte cp.async bypassing L1 and their two 4-byte scale words by
+    4-byte cp.async (``ring`` steps ahead in the prologue, one step in the loop), read back with a
+    16-byte shared load a row and a 16-bit one a row; no 16-byte global load of the weights."""
+    problems = []
+    copies = 2 * (ring + 1)
+    if _count(ops, "LDGSTS.E.BYPASS.128") != copies:
+        problems.append(f"{_count(ops, 'LDGSTS.E.BYPASS.128')} 16-byte cp.async of the codes, not 2 rows x "
+                        f"{ring + 1} (LDGSTS.E.BYPASS.128)")
+    if sum(o == "LDGSTS.E" for o in ops) != copies:
+        problems.append(f"not 2 rows x {ring + 1} 4-byte cp.async of the scale words (LDGSTS.E)")
+    if _count(ops, "LDS.128") != 2 or _count(ops, "LDS.U16") != 2:
+        problems.append("not one 16-byte and one 16-bit shared load a row and step (LDS.128, LDS.U16)")
+    if any(o.startswith("LDG.E.128") for o in ops):
+        problems.append("a 16-byte global load (LDG.E.128): the ring's weights come through cp.async")
+    return problems
 
 
 def check_scalar(instructions: list[str]) -> list[str]:
@@ -235,10 +258,28 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
         assert problems == [], name
 
 
+#: the ring of weight steps (fused_wgmma.cu's library_ring) of each (RELAYOUT, NACT) the library
+#: launches: 4 at the 128-row and 2 at the 256-row tile of the tile-contiguous copy, which the
+#: H200 measured faster (benchmarks/NOTES.md, twenty-first session); the rest keep the register
+#: prefetch (0). test_cuda_build checks the library's own answer (nvfp4_fused_wgmma_ring_steps).
+LIBRARY_RINGS = {("1", "128"): 4, ("1", "256"): 2}
+
+
+def _wgmma_rings(kernel_sass, dtype: str) -> dict[tuple[str, str], int]:
+    """The RING each fused_wgmma instantiation of the library of one type was built with."""
+    rings = {}
+    for name in _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype):
+        relayout, nact, ring = re.search(
+            r"fused_wgmma_kernelI\w+?Lb([01])ELi(\d+)ELi\d+ELi\d+ELb[01]ELi(\d+)E", name).groups()
+        rings[(relayout, nact)] = int(ring)
+    return rings
+
+
 def _wgmma_instantiations(kernel_sass, dtype: str) -> dict[tuple[str, str], list[str]]:
     """Every fused_wgmma instantiation of the library of one type, by (RELAYOUT, NACT): row-major
     and tile-contiguous weights, each at 64, 128, 192 and 256 activation rows (the launch takes the
-    narrowest that holds M), one block an SM, three stages, nothing staged."""
+    narrowest that holds M), one block an SM, three stages, nothing staged, and the ring of
+    :data:`LIBRARY_RINGS`."""
     chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
     by = {}
     for name, ins in chosen.items():
@@ -248,6 +289,7 @@ def _wgmma_instantiations(kernel_sass, dtype: str) -> dict[tuple[str, str], list
         by[(relayout, nact)] = ins
     want = [(r, n) for r in "01" for n in ("64", "128", "192", "256")]
     assert sorted(by) == sorted(want) and len(chosen) == len(want), sorted(chosen)
+    assert _wgmma_rings(kernel_sass, dtype) == {key: LIBRARY_RINGS.get(key, 0) for key in want}
     return by
 
 
@@ -267,9 +309,10 @@ def _decode_prmts(placed: bool) -> int:
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
     """Each instantiation: m64nNk16 HGMMAs with A from registers at its width N (two half steps of
-    four), 16-byte weight loads, the table decode, no spill to local memory, no call."""
+    four), 16-byte weight loads (into registers, or with a ring through cp.async into the thread's
+    ring and back), the table decode, no spill to local memory, no call."""
     for (relayout, nact), ins in _wgmma_instantiations(kernel_sass, dtype).items():
-        assert check_wgmma(ins, int(nact)) == [], (relayout, nact)
+        assert check_wgmma(ins, int(nact), LIBRARY_RINGS.get((relayout, nact), 0)) == [], (relayout, nact)
         assert sum("HGMMA" in i for i in ins) == 8, "two half steps of four k16 MMAs each"
 
 
@@ -282,25 +325,36 @@ def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kerne
     tables x 4 PRMTs x 2 halves = 32); the tile-contiguous copy's placed signs save 2 PRMTs a word.
     On either layout one 16-byte load of the lane's own bytes a row and step (the same count for
     both), its two scale bytes in one 16-bit load (told from the epilogue's 16-bit bias loads by not
-    growing with the activation tile), no 8-byte scale load. The narrower tiles are the same kernel
-    with a narrower wgmma: the same PRMTs within less than one decode table's four (which the
+    growing with the activation tile), no 8-byte scale load; a kernel with a ring of weight steps
+    reads the same pieces back from its ring (one 16-byte and one 16-bit shared load a row) and has
+    no global scale load. The narrower tiles are the same kernel with a narrower wgmma: the same
+    PRMTs as the kernels that load alike within less than one decode table's four (which the
     scheduler may move) and as many 16-byte weight loads. The activation permutation moves 4-byte
     pairs: four 32-bit loads and a 16-byte store of a permuted chunk, or of zeros past M."""
     by = {key: opcodes(ins) for key, ins in _wgmma_instantiations(kernel_sass, dtype).items()}
+    ringed = {key for key in by if LIBRARY_RINGS.get(key, 0)}
     for (relayout, nact), ops in by.items():
         floor = _decode_prmts(placed=relayout == "1")
         assert floor <= _count(ops, "PRMT") < floor + 32, (relayout, nact, _count(ops, "PRMT"), floor)
-        assert _count(ops, "LDG.E.128") == _count(by[("0", "256")], "LDG.E.128") > 0, (relayout, nact)
+        if (relayout, nact) in ringed:  # the same 16-byte pieces, through the ring (ring_copy_problems)
+            assert _count(ops, "LDS.128") == 2 and _count(ops, "LDG.E.128") == 0, (relayout, nact)
+        else:
+            assert _count(ops, "LDG.E.128") == _count(by[("0", "256")], "LDG.E.128") > 0, (relayout, nact)
         assert _count(ops, "LDG.E.64") == 0, (relayout, nact)
-        assert abs(_count(ops, "PRMT") - _count(by[(relayout, "256")], "PRMT")) < 4, (relayout, nact)
+        # as many PRMTs as the other kernels that load their weights the same way
+        alike = [key for key in by if key[0] == relayout and (key in ringed) == ((relayout, nact) in ringed)]
+        assert max(abs(_count(ops, "PRMT") - _count(by[key], "PRMT")) for key in alike) < 4, (relayout, nact)
+    per_tile = _count(by[("0", "128")], "LDG.E.U16") - _count(by[("0", "64")], "LDG.E.U16")
     for relayout in "01":
-        # The epilogue's 16-bit bias loads grow with the activation tile; the scale loads do not.
-        # What does not grow is at least one 16-bit scale load for each of the thread's two rows
-        # in the prologue and in the loop.
-        u16 = {int(nact): _count(ops, "LDG.E.U16") for (r, nact), ops in by.items() if r == relayout}
-        per_tile = u16[128] - u16[64]
-        assert all(u16[n] == u16[64] + (n // 64 - 1) * per_tile for n in u16), (relayout, u16)
-        assert u16[64] - per_tile >= 2 * 2, (relayout, u16)
+        # The epilogue's 16-bit bias loads grow with the activation tile, per_tile for every 64
+        # rows; the scale loads do not. What does not grow is at least one 16-bit scale load for
+        # each of the thread's two rows in the prologue and in the loop; a ring's kernel loads its
+        # scale words by cp.async (ring_copy_problems) and has only the bias loads.
+        for (r, nact), ops in by.items():
+            if r == relayout:
+                scale_loads = _count(ops, "LDG.E.U16") - int(nact) // 64 * per_tile
+                assert scale_loads == (0 if (r, nact) in ringed else _count(by[("0", "64")], "LDG.E.U16") - per_tile)
+        assert _count(by[("0", "64")], "LDG.E.U16") - per_tile >= 2 * 2
     assert _count(by[("1", "256")], "PRMT") < _count(by[("0", "256")], "PRMT")
     permute = [ins for name, ins in kernel_sass.items() if "nvfp4_wgmma_permute_act_kernel" in name]
     assert len(permute) == 1
@@ -347,13 +401,16 @@ def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_wei
         if mangled(*RING_OF_4) in name:
             assert _count(ops, "LDGSTS") >= 4 and _count(ops, "LDS.128") >= 2, name
             assert _count(ops, "LDG.E.128") == 0, name
-    full_loads = {_count(ops, "LDG.E.128") for ops in library.values()}
+    def ring_of(name: str) -> int:
+        return int(re.search(r"fused_wgmma_kernelI\w+?ELb[01]ELi(\d+)E", name).group(1))
+
+    full_loads = {_count(ops, "LDG.E.128") for name, ops in library.items() if ring_of(name) == 0}
     assert len(full_loads) == 1 and min(full_loads) > 0
     for name, ops in ablated.items():
         mmas = [i for i in ablated_ins[name] if "HGMMA" in i and "gdesc[URZ]" not in i]
         assert mmas == [], (name, mmas[:2])
         assert not any(".E4M3." in o for o in ops), name
-        if mangled(*RING_OF_4) not in name:  # the ring copies its bytes (above) and ignores bit 4
+        if ring_of(name) == 0:  # a ring copies its bytes (ring_copy_problems) and ignores bit 4
             assert 2 * _count(ops, "LDG.E.128") == min(full_loads), name
     for name, ops in library.items():
         assert any(o.startswith("HGMMA") for o in ops) and any(".E4M3." in o for o in ops), name

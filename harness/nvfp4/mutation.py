@@ -194,6 +194,12 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  const uint32_t* src = a + ((i >> 4) << 6) + (i & 15);\n",
         "  const uint32_t* src = a + ((i >> 4) << 6) + ((i + 1) & 15);\n"),
     Mutation(
+        "wgmma-ring-slot-slip", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma's ring of weight steps (the registered copy's 128- and 256-row tiles): a thread reads "
+        "step s from the next step's slot, so it decodes other K steps' codes and scales",
+        "    const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n",
+        "    const uint32_t i = slot(s + 1, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n"),
+    Mutation(
         "wgmma-split-columns-shifted", "kernels/cuda/fused_wgmma.cu",
         "fused_wgmma: a split tile's partials are written at the whole output's columns instead of the "
         "split tiles' own, so the finalize kernel sums other rows' partials",
@@ -603,14 +609,16 @@ class PartsDoNotJoin(ValueError):
     """The ``--out`` files of ``--part`` runs cannot stand for one run (see :func:`join_parts`)."""
 
 
-def join_parts(records: Sequence[dict], argv: Sequence[str]) -> dict:
+def join_parts(records: Sequence[dict], argv: Sequence[str], note: str | None = None) -> dict:
     """One record from the ``--out`` records of runs that each planted a slice of the table
     (``--part K/N`` in separate device calls, because one call has a time limit).
 
     They must be runs of the same code on the same kind of machine, or the joined record would
-    claim a run that never happened: every part complete, the same ``git_commit`` and GPU (when
-    they carry provenance), no mutant planted twice, and at least one baseline, all of them
-    passed. The joined record keeps each part's date, command and baseline under ``parts``."""
+    claim a run that never happened: every part complete, the same GPU (when they carry
+    provenance), no mutant planted twice, and at least one baseline, all of them passed. Parts of
+    different commits join only with a ``note`` saying why their outcomes still stand together
+    (say, only the mutants of a changed file were run again); it is kept in the provenance. The
+    joined record keeps each part's date, command, commit and baseline under ``parts``."""
     import datetime as _dt
 
     if len(records) < 2:
@@ -624,10 +632,13 @@ def join_parts(records: Sequence[dict], argv: Sequence[str]) -> dict:
             raise PartsDoNotJoin(f"part {i}'s unmutated suites did not pass ({base}); its outcomes mean nothing")
     if all(record.get("baseline") is None for record in records):
         raise PartsDoNotJoin("no part ran the unmutated suites (all used --no-baseline); run one part without it")
-    for key in ("git_commit", "gpu"):
-        seen = {(record.get("provenance") or {}).get(key) for record in records}
-        if len(seen) > 1:
-            raise PartsDoNotJoin(f"the parts ran on different {key}s {sorted(map(str, seen))}: they are not one run")
+    gpus = {(record.get("provenance") or {}).get("gpu") for record in records}
+    if len(gpus) > 1:
+        raise PartsDoNotJoin(f"the parts ran on different gpus {sorted(map(str, gpus))}: they are not one run")
+    commits = [(record.get("provenance") or {}).get("git_commit") for record in records]
+    if len(set(commits)) > 1 and not (note or "").strip():
+        raise PartsDoNotJoin(f"the parts ran on different git_commits {sorted(set(map(str, commits)))}: pass "
+                             f"--note saying why their outcomes still stand together, or run them on one commit")
     names = [m["name"] for record in records for m in record["mutants"]]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -640,10 +651,13 @@ def join_parts(records: Sequence[dict], argv: Sequence[str]) -> dict:
                     "mutants": [m for record in records for m in record["mutants"]],
                     "complete": True,
                     "planned": [name for record in records for name in record.get("planned", [])],
-                    "parts": [{"date": r.get("date"), "command": r.get("command"), "baseline": r.get("baseline")}
-                              for r in records]}
+                    "parts": [{"date": r.get("date"), "command": r.get("command"), "baseline": r.get("baseline"),
+                               "git_commit": commit} for r, commit in zip(records, commits, strict=True)]}
     if "provenance" in first:
-        joined["provenance"] = first["provenance"]
+        joined["provenance"] = dict(first["provenance"])
+        if len(set(commits)) > 1:
+            joined["provenance"]["git_commit"] = ", ".join(dict.fromkeys(map(str, commits)))
+            joined["provenance"]["git_commit_note"] = note.strip()
     return joined
 
 
@@ -668,6 +682,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "2/2 in two sessions with a time limit")
     parser.add_argument("--join", nargs="+", type=Path, default=None, metavar="PART.json",
                         help="write one record (to --out) from the --out files of --part runs of the same code")
+    parser.add_argument("--note", default=None,
+                        help="with --join of parts run on different commits: why their outcomes still stand together")
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     if args.join is not None:
@@ -675,7 +691,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--join needs --out FILE for the joined record")
         try:
             joined = join_parts([json.loads(p.read_text(encoding="utf-8")) for p in args.join],
-                                list(argv) if argv is not None else sys.argv[1:])
+                                list(argv) if argv is not None else sys.argv[1:], note=args.note)
         except (OSError, json.JSONDecodeError, KeyError) as exc:
             parser.error(f"cannot read the parts: {exc}")
         except PartsDoNotJoin as exc:

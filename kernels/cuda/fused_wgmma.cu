@@ -74,7 +74,7 @@ __host__ __device__ constexpr int act_stage_bytes(int nact) { return nact * kWgS
 __host__ __device__ constexpr int stage_bytes(int nact, bool staged) {
   return act_stage_bytes(nact) + (staged ? kWgWeightStageBytes : 0);
 }
-// RING (dev): each thread's own bytes of a step (two rows' 16 code bytes, two 4-byte scale
+// RING: each thread's own bytes of a step (two rows' 16 code bytes, two 4-byte scale
 // words) in a ring of RING steps after the barriers (16-byte aligned: the barriers' 16 bytes a
 // stage follow the 1024-byte-aligned stages)
 constexpr int kRingThreadBytes = 2 * 16 + 2 * 4;
@@ -184,7 +184,7 @@ struct WgmmaPlan {
   int per_split;    // steps per split
 };
 
-// The kernel's RING (dev): a thread's ring of RING step slots starting at shared address `ring`,
+// The kernel's RING: a thread's ring of RING step slots starting at shared address `ring`,
 // in three arrays indexed by slot (s % RING) * kWgThreads + tid: row 0's 16 code bytes, row 1's,
 // and the two rows' 4-byte scale words (16-byte slots for the 16-byte copies and conflict-free
 // 16-byte reads). copy puts step s's bytes in its slot (p0, p1: the rows' code bytes; q0, q1: the
@@ -234,11 +234,11 @@ struct ThreadRing {
 // activations (bulk copies on the same barrier), and the threads read their bytes from shared
 // memory, so STAGES - 1 steps of weights are in flight instead of the one that the register
 // prefetch holds.
-// RING (dev only; the library launches 0): each thread copies its own bytes of a step (cp.async,
-// no barrier: no other thread reads them) into a ring of RING steps in shared memory, RING steps
-// ahead, and reads them back when it decodes the step, so RING steps of weights are in flight
-// with no thread waiting on another (STAGED's bulk copies wait for both warpgroups to release a
-// stage). Nothing changes in what is decoded or multiplied, so the bits are the library's.
+// RING: each thread copies its own bytes of a step (cp.async, no barrier: no other thread reads
+// them) into a ring of RING steps in shared memory, RING steps ahead, and reads them back when it
+// decodes the step, so RING steps of weights are in flight with no thread waiting on another
+// (STAGED's bulk copies wait for both warpgroups to release a stage). Nothing changes in what is
+// decoded or multiplied, so the bits are those of RING = 0. The library's rings: library_ring.
 template <typename T, bool RELAYOUT, int NACT = kWgActRows, int MIN_BLOCKS = 1, int STAGES = kWgStages,
           bool STAGED = false, int RING = 0>
 __global__ void __launch_bounds__(kWgThreads, MIN_BLOCKS)
@@ -524,15 +524,29 @@ constexpr int mma_order_act_tile(int m) {
   return kWgActRows;
 }
 
-// launch_wgmma for either output type, one block a multiprocessor (the plan's waves)
+// The ring of weight steps (RING) the library launches for a layout and activation tile, from the
+// H200 measurements of the dev variants at the library's plans (benchmarks/NOTES.md, twenty-first
+// session; same bits at every plan): on the registered (tile-contiguous) copy a ring of 4 steps
+// took the 128-row tile from 64.6 / 70.3 us to 55.9 / 59.1 at M = 128, and a ring of 2 (the most
+// the 256-row tile's shared memory holds) the 256-row tile from 81.9 / 88.6 to 77.9 / 83.7 at
+// M = 256 (17408 x 5120 / 5120 x 17408). The 192-row tile has no measured ring (the 256-row one
+// with 2 steps was no faster at M = 192), the 64-row tile is below the policy's fused_wgmma range
+// on Hopper, and the row-major layout was measured only at 64 rows: those keep RING = 0.
+constexpr int library_ring(bool relayout, int nact) {
+  return !relayout ? 0 : nact == 128 ? 4 : nact == kWgActRows ? 2 : 0;
+}
+
+// launch_wgmma for either output type, one block a multiprocessor (the plan's waves), with the
+// library's ring for the layout and tile
 template <bool RELAYOUT, int NACT>
 cudaError_t launch_either_type(int32_t out_bf16, const void* a, const void* packed, const void* scales, const void* g,
                                const void* bias, void* out, float* workspace, int m, int n, int k,
                                const WgmmaPlan& plan, cudaStream_t stream, void* act_ws) {
-  return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT>(a, packed, scales, g, bias, out, workspace, m, n, k,
-                                                                 plan, stream, act_ws)
-                  : launch_wgmma<__half, RELAYOUT, NACT>(a, packed, scales, g, bias, out, workspace, m, n, k, plan,
-                                                          stream, act_ws);
+  constexpr int kRing = library_ring(RELAYOUT, NACT);
+  return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT, 1, kWgStages, false, kRing>(
+                        a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)
+                  : launch_wgmma<__half, RELAYOUT, NACT, 1, kWgStages, false, kRing>(
+                        a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws);
 }
 
 // launch_either_type with the activation tile mma_order_act_tile(m), searched for in
@@ -606,6 +620,14 @@ int nvfp4_launch_fused_wgmma_mma_order(const void* a, void* act_ws, const void* 
                                              whole_tiles, splits, stream)
                : nvfp4::launch_checked<false>(a, act_ws, packed, scales, g, bias, out, workspace, m, n, k, out_bf16,
                                               whole_tiles, splits, stream);
+}
+
+// Steps of weights each thread of the fused_wgmma launch for m rows keeps in flight in its own
+// shared-memory ring (0: the register prefetch's one step), on the tile-contiguous copy (`tiled`)
+// or the row-major weight; 0 for m outside 1..256.
+int32_t nvfp4_fused_wgmma_ring_steps(int32_t m, int32_t tiled) {
+  if (m < 1 || m > nvfp4::kWgActRows) return 0;
+  return nvfp4::library_ring(tiled != 0, nvfp4::mma_order_act_tile(m));
 }
 
 // Rows of the permuted activations nvfp4_launch_fused_wgmma_mma_order needs for m rows (one
