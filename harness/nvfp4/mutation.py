@@ -194,12 +194,6 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  const uint32_t* src = a + ((i >> 4) << 6) + (i & 15);\n",
         "  const uint32_t* src = a + ((i >> 4) << 6) + ((i + 1) & 15);\n"),
     Mutation(
-        "wgmma-ring-slot-slip", "kernels/cuda/fused_wgmma.cu",
-        "fused_wgmma's ring of weight steps (the registered copy's 128- and 256-row tiles): a thread reads "
-        "step s from the next step's slot, so it decodes other K steps' codes and scales",
-        "    const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n",
-        "    const uint32_t i = slot(s + 1, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n"),
-    Mutation(
         "wgmma-split-columns-shifted", "kernels/cuda/fused_wgmma.cu",
         "fused_wgmma: a split tile's partials are written at the whole output's columns instead of the "
         "split tiles' own, so the finalize kernel sums other rows' partials",
