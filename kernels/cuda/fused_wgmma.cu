@@ -191,8 +191,8 @@ struct WgmmaPlan {
 // lane's 2 scale bytes, copied as the aligned 4-byte word that holds them) and closes a cp.async
 // group, an empty one past the last step so that one group a step keeps the wait count uniform;
 // read takes them back into registers. Free
-// functions, not lambdas in the kernel: defining lambdas there moved six of the library's
-// (RING = 0) kernels' instructions, while these leave its SASS unchanged.
+// functions, not lambdas in the kernel: defining lambdas there moved six of the register-prefetch
+// (RING = 0) kernels' instructions, while these leave their SASS unchanged.
 template <int RING>
 struct ThreadRing {
   static constexpr uint32_t kSlots = RING * kWgThreads;
