@@ -265,14 +265,11 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
 LIBRARY_RINGS = {("1", "128"): 4, ("1", "256"): 2}
 
 
-def _wgmma_rings(kernel_sass, dtype: str) -> dict[tuple[str, str], int]:
-    """The RING each fused_wgmma instantiation of the library of one type was built with."""
-    rings = {}
-    for name in _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype):
-        relayout, nact, ring = re.search(
-            r"fused_wgmma_kernelI\w+?Lb([01])ELi(\d+)ELi\d+ELi\d+ELb[01]ELi(\d+)E", name).groups()
-        rings[(relayout, nact)] = int(ring)
-    return rings
+def _wgmma_template(name: str) -> tuple[str, str, str, str, str, int]:
+    """(RELAYOUT, NACT, MIN_BLOCKS, STAGES, STAGED, RING) of a fused_wgmma kernel's mangled name."""
+    relayout, nact, minb, stages, staged, ring = re.search(
+        r"fused_wgmma_kernelI\w+?Lb([01])ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])ELi(\d+)E", name).groups()
+    return relayout, nact, minb, stages, staged, int(ring)
 
 
 def _wgmma_instantiations(kernel_sass, dtype: str) -> dict[tuple[str, str], list[str]]:
@@ -283,13 +280,11 @@ def _wgmma_instantiations(kernel_sass, dtype: str) -> dict[tuple[str, str], list
     chosen = _select(kernel_sass, "nvfp4_fused_wgmma_kernel", dtype)
     by = {}
     for name, ins in chosen.items():
-        relayout, nact, minb, stages, staged = re.search(
-            r"fused_wgmma_kernelI\w+?Lb([01])ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])E", name).groups()
-        assert (minb, stages, staged) == ("1", "3", "0"), name
+        relayout, nact, minb, stages, staged, ring = _wgmma_template(name)
+        assert (minb, stages, staged, ring) == ("1", "3", "0", LIBRARY_RINGS.get((relayout, nact), 0)), name
         by[(relayout, nact)] = ins
     want = [(r, n) for r in "01" for n in ("64", "128", "192", "256")]
     assert sorted(by) == sorted(want) and len(chosen) == len(want), sorted(chosen)
-    assert _wgmma_rings(kernel_sass, dtype) == {key: LIBRARY_RINGS.get(key, 0) for key in want}
     return by
 
 
@@ -401,16 +396,13 @@ def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_wei
         if mangled(*RING_OF_4) in name:
             assert _count(ops, "LDGSTS") >= 4 and _count(ops, "LDS.128") >= 2, name
             assert _count(ops, "LDG.E.128") == 0, name
-    def ring_of(name: str) -> int:
-        return int(re.search(r"fused_wgmma_kernelI\w+?ELb[01]ELi(\d+)E", name).group(1))
-
-    full_loads = {_count(ops, "LDG.E.128") for name, ops in library.items() if ring_of(name) == 0}
+    full_loads = {_count(ops, "LDG.E.128") for name, ops in library.items() if _wgmma_template(name)[5] == 0}
     assert len(full_loads) == 1 and min(full_loads) > 0
     for name, ops in ablated.items():
         mmas = [i for i in ablated_ins[name] if "HGMMA" in i and "gdesc[URZ]" not in i]
         assert mmas == [], (name, mmas[:2])
         assert not any(".E4M3." in o for o in ops), name
-        if ring_of(name) == 0:  # a ring copies its bytes (ring_copy_problems) and ignores bit 4
+        if _wgmma_template(name)[5] == 0:  # a ring copies its bytes (ring_copy_problems) and ignores bit 4
             assert 2 * _count(ops, "LDG.E.128") == min(full_loads), name
     for name, ops in library.items():
         assert any(o.startswith("HGMMA") for o in ops) and any(".E4M3." in o for o in ops), name

@@ -679,13 +679,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--note", default=None,
                         help="with --join of parts run on different commits: why their outcomes still stand together")
     args = parser.parse_args(list(argv) if argv is not None else None)
+    command = list(argv) if argv is not None else sys.argv[1:]
 
     if args.join is not None:
         if args.out is None:
             parser.error("--join needs --out FILE for the joined record")
         try:
-            joined = join_parts([json.loads(p.read_text(encoding="utf-8")) for p in args.join],
-                                list(argv) if argv is not None else sys.argv[1:], note=args.note)
+            joined = join_parts([json.loads(p.read_text(encoding="utf-8")) for p in args.join], command,
+                                note=args.note)
         except (OSError, json.JSONDecodeError, KeyError) as exc:
             parser.error(f"cannot read the parts: {exc}")
         except PartsDoNotJoin as exc:
@@ -730,7 +731,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("mutate --gpu needs a CUDA GPU (torch.cuda.is_available() is False); run it on the GPU machine",
                   file=sys.stderr)
             return 2
-    command = list(argv) if argv is not None else sys.argv[1:]
     # read once (nvidia-smi, nvcc and git are asked), not at every one of the run's writes
     provenance = None
     if args.gpu and args.out is not None:
