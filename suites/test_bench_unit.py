@@ -397,6 +397,29 @@ def test_a_second_run_of_the_day_writes_its_own_file(tmp_path: Path) -> None:
         "dry-run-cpu-2026-01-02-4.json"
 
 
+def test_the_newest_run_of_a_day_is_the_one_that_started_last(tmp_path: Path) -> None:
+    """A day's second run is named <day>-<commit>.json, which sorts before the day's first file
+    by name: bench-report must still take it by the time it started (the 2026-12-05 bench was
+    first rendered from the older run of the day)."""
+    def write(name: str, started: str | None, rows: list) -> Path:
+        path = tmp_path / name
+        prov = {"gpu": "NVIDIA H200", "date": name[12:22], **({"started": started} if started else {})}
+        path.write_text(json.dumps({"provenance": prov, "rows": rows}))
+        return path
+
+    first = write("nvidia-h200-2026-12-05.json", "2026-12-05T05:10:00+00:00", [{"kernel": "copy"}])
+    second = write("nvidia-h200-2026-12-05-e5e90f0.json", "2026-12-05T13:54:00+00:00", [{"kernel": "copy"}])
+    write("nvidia-h200-2026-12-04.json", "2026-12-04T23:59:59+00:00", [{"kernel": "copy"}])
+    write("nvidia-h200-2026-12-05-host.json", "2026-12-05T20:00:00+00:00", [])  # no kernel rows
+    assert bench_report.newest_results(tmp_path) == second
+    # files written before runs recorded their start: the day, then the name, as before
+    for path in (first, second):
+        data = json.loads(path.read_text())
+        del data["provenance"]["started"]
+        path.write_text(json.dumps(data))
+    assert bench_report.newest_results(tmp_path) == first
+
+
 @pytest.mark.parametrize("bug,kernel", [("prefill_vec8", "dequant_vec8"), ("prefill_scalar", "dequant_scalar"),
                                         ("gemv", "gemv"), ("fused_mma", "fused_mma")])
 def test_a_wrong_kernel_reports_no_time(tmp_path: Path, bug: str, kernel: str) -> None:

@@ -174,6 +174,7 @@ def _part_records(tmp_path: Path, statuses: tuple[str, ...] = ("caught", "caught
         mutation.write_outcomes(path, outcomes, part, base, gpu=False, argv=["--part", f"{k}/2"])
         record = json.loads(path.read_text())
         record["provenance"] = {"gpu": "NVIDIA H200", "git_commit": "abc1234", "date": f"2026-12-05T0{k}:00:00"}
+        record["date"] = f"2026-12-05T0{k}:05:00"
         path.write_text(json.dumps(record))
         paths.append(path)
     return paths
@@ -236,6 +237,44 @@ def test_join_keeps_the_note_when_the_parts_ran_on_different_commits(tmp_path: P
     assert joined["provenance"]["git_commit"] == "abc1234, def5678"
     assert joined["provenance"]["git_commit_note"] == why
     assert [p["git_commit"] for p in joined["parts"]] == ["abc1234", "def5678"]
+
+
+def test_join_rerun_brings_a_joined_record_up_to_date(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """After one file changed, its mutants run again and --join --rerun puts their new outcomes
+    into the committed record: the later outcome wins, the replaced one is kept under
+    superseded, the older record's own parts stay listed, and every mutant appears once."""
+    a, b = _part_records(tmp_path)
+    committed = tmp_path / "committed.json"
+    assert mutation.main(["--join", str(a), str(b), "--out", str(committed)]) == 0
+    table = list(MUTATIONS)[:4]
+    again = tmp_path / "again.json"
+    rerun = [mutation.Outcome(m.name, "caught", 3.0, "FAILED y") for m in table[2:]]
+    mutation.write_outcomes(again, rerun, table[2:], mutation.Outcome("(none: baseline)", "passed", 1.5, ""),
+                            gpu=False, argv=["--only", "x"])
+    record = json.loads(again.read_text())
+    record["provenance"] = {"gpu": "NVIDIA H200", "git_commit": "def5678", "date": "2026-12-05T09:00:00"}
+    again.write_text(json.dumps(record))
+    out = tmp_path / "updated.json"
+    why = "only the file of mutants 3 and 4 changed between abc1234 and def5678"
+    argv = ["--join", str(committed), str(again), "--rerun", "--note", why, "--out", str(out)]
+    assert mutation.main(argv) == 0
+    joined = json.loads(out.read_text())
+    assert [m["name"] for m in joined["mutants"]] == [m.name for m in table]
+    assert [m["detail"] for m in joined["mutants"]] == ["FAILED x", "FAILED x", "FAILED y", "FAILED y"]
+    assert [(s["name"], s["detail"], s["git_commit"]) for s in joined["superseded"]] == [
+        (m.name, "FAILED x", "abc1234") for m in table[2:]]
+    assert [p["git_commit"] for p in joined["parts"]] == ["abc1234", "abc1234", "def5678"]
+    assert joined["planned"] == [m.name for m in table]
+    assert joined["provenance"]["git_commit"] == "abc1234, def5678"
+    # without --rerun the twice-planted mutants are refused, and so is a re-run older than the record
+    with pytest.raises(SystemExit):
+        mutation.main([a for a in argv if a != "--rerun"])
+    assert "pass --rerun" in capsys.readouterr().err
+    record["provenance"]["date"] = "2026-12-05T01:30:00"  # before part 2 (02:05) of the committed record
+    again.write_text(json.dumps(record))
+    with pytest.raises(SystemExit):
+        mutation.main(argv)
+    assert "did not run after it" in capsys.readouterr().err
 
 
 def test_join_needs_a_baseline_two_parts_and_an_out_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

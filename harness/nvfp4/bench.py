@@ -621,8 +621,9 @@ def git_commit(explicit: str | None) -> str:
 
 
 def provenance(torch: Any, argv: Sequence[str], args: argparse.Namespace, backend_note: str,
-               date: str) -> dict[str, Any]:
-    """Where and how the numbers were taken (no hostname)."""
+               date: str, started: str | None = None) -> dict[str, Any]:
+    """Where and how the numbers were taken (no hostname). ``started`` (UTC, to the second) orders
+    two runs of one day: ``date`` names the file, and a day's second run is the newer one."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     l2 = getattr(props, "L2_cache_size", None)
     return {
@@ -637,6 +638,7 @@ def provenance(torch: Any, argv: Sequence[str], args: argparse.Namespace, backen
         "cublas": cublas_version(),
         "python": platform.python_version(),
         "date": date,
+        "started": started,
         "command": " ".join(["python -m nvfp4_harness bench", *argv]).strip(),
         "git_commit": git_commit(args.git_commit),
         "backend": backend_note,
@@ -810,12 +812,13 @@ def main(argv: Sequence[str] | None = None) -> int:
               "on a CPU machine run the CPU benchmarks: pytest suites/test_bench_cpu.py", file=sys.stderr)
         return 2
     started = time.monotonic()
-    date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    now = _dt.datetime.now(_dt.timezone.utc)
+    date, started_at = now.date().isoformat(), now.isoformat(timespec="seconds")
     backend, backend_note = _load_backend()
     print(f"CUDA backend: {backend_note}", file=sys.stderr, flush=True)
     runner = Runner(torch, backend, args.reps, args.warmup, args.budget_s, started)
     torch.mm(runner.lut[:4].view(2, 2), runner.lut[4:8].view(2, 2))  # load cuBLAS for the version query
-    prov = provenance(torch, argv, args, backend_note, date)
+    prov = provenance(torch, argv, args, backend_note, date, started_at)
     results, path = execute(runner, plan_for(args), prov, args.out)
     from nvfp4_harness.nvfp4.bench_report import console_summary
 

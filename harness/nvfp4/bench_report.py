@@ -54,13 +54,22 @@ def load_results(path: str | Path) -> dict[str, Any]:
     return results
 
 
+def run_order_key(path: Path, results: dict[str, Any]) -> tuple[str, str, str]:
+    """Sort key of a results file, larger for a newer run: its day, then the time it started
+    (runs since 2026-12-05 record it; a day's second run is named ``<day>-<commit>.json``, which
+    sorts before the day's first file by name), then the file name."""
+    prov = results["provenance"]
+    return str(prov.get("date", "")), str(prov.get("started") or ""), path.name
+
+
 def newest_results(directory: str | Path = DEFAULT_OUT, needs: str = "rows") -> Path | None:
-    """The results file with the latest provenance date (file name breaks ties) among those
-    whose ``needs`` part (``rows``: kernel timings; ``host``: host time per call) is not empty."""
-    files = [p for p in sorted(Path(directory).glob("*.json")) if load_results(p).get(needs)]
-    if not files:
+    """The results file of the newest run (:func:`run_order_key`) among those whose ``needs``
+    part (``rows``: kernel timings; ``host``: host time per call) is not empty."""
+    loaded = [(p, load_results(p)) for p in sorted(Path(directory).glob("*.json"))]
+    runs = [(p, results) for p, results in loaded if results.get(needs)]
+    if not runs:
         return None
-    return max(files, key=lambda p: (load_results(p)["provenance"].get("date", ""), p.name))
+    return max(runs, key=lambda run: run_order_key(*run))[0]
 
 
 def render_benchmarks(source: Path, png_link: str = DEFAULT_PNG_LINK) -> str:

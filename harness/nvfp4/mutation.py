@@ -39,6 +39,8 @@ Usage::
     python -m nvfp4_harness mutate --pytest-args="-n 2"   # extra pytest arguments (e.g. xdist)
     python -m nvfp4_harness mutate --gpu --part 1/2 --out a.json   # half the table (a time limit)
     python -m nvfp4_harness mutate --join a.json b.json --out fixtures/gpu/mutation-gpu.json
+    python -m nvfp4_harness mutate --join fixtures/gpu/mutation-gpu.json wgmma.json --rerun \\
+        --note "only fused_wgmma.cu changed" --out fixtures/gpu/mutation-gpu.json   # one file's mutants again
 
 ``--out`` is rewritten after the baseline and after every mutant (``"complete": false`` until
 the last), so a run cut off by a time limit keeps the outcomes it has.
@@ -199,6 +201,13 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "split tiles' own, so the finalize kernel sums other rows' partials",
         "      col0 = plan.whole_tiles * kWgRows;\n",
         "      col0 = 0;\n"),
+    Mutation(
+        "wgmma-ring-slot-slip", "kernels/cuda/fused_wgmma.cu",
+        "fused_wgmma's ring of weight steps (registered copy, M = 65..128 and 193..256): a thread reads "
+        "step s from the next step's slot, so it decodes bytes copied for another step or not yet landed "
+        "(test_layout_gpu: its tiled launches at M = 65, 100, 128, 193 and 256)",
+        "    const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n",
+        "    const uint32_t i = slot(s + 1, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n"),
     Mutation(
         "fused-tail-tile-dropped", "kernels/cuda/fused_mma.cu",
         "fused_mma: the row-tile count rounds down, so the last partial tile of N is never computed",
@@ -599,11 +608,22 @@ def table_part(mutations: Sequence[Mutation], part: str) -> list[Mutation]:
     return list(mutations[(k - 1) * len(mutations) // n:k * len(mutations) // n])
 
 
+def _ran_at(record: dict) -> str | None:
+    """When a record's mutants last ran, as an ISO date to the second: a joined record's latest
+    part, else the run's provenance date (when its machine was read), else the record's date."""
+    if record.get("parts"):
+        dates = [part.get("date") for part in record["parts"]]
+        return None if None in dates else max(str(d)[:19] for d in dates)
+    when = (record.get("provenance") or {}).get("date") or record.get("date")
+    return None if when is None else str(when)[:19]
+
+
 class PartsDoNotJoin(ValueError):
     """The ``--out`` files of ``--part`` runs cannot stand for one run (see :func:`join_parts`)."""
 
 
-def join_parts(records: Sequence[dict], argv: Sequence[str], note: str | None = None) -> dict:
+def join_parts(records: Sequence[dict], argv: Sequence[str], note: str | None = None,
+               rerun: bool = False) -> dict:
     """One record from the ``--out`` records of runs that each planted a slice of the table
     (``--part K/N`` in separate device calls, because one call has a time limit).
 
@@ -612,7 +632,13 @@ def join_parts(records: Sequence[dict], argv: Sequence[str], note: str | None = 
     provenance), no mutant planted twice, and at least one baseline, all of them passed. Parts of
     different commits join only with a ``note`` saying why their outcomes still stand together
     (say, only the mutants of a changed file were run again); it is kept in the provenance. The
-    joined record keeps each part's date, command, commit and baseline under ``parts``."""
+    joined record keeps each part's date, command, commit and baseline under ``parts``.
+
+    ``rerun``: a mutant planted in more than one part takes the outcome of the last part that
+    planted it, which must have run later (its provenance date). This is how a record is brought
+    up to date after one file changed: join the committed record (itself joined or not) with a
+    run of that file's mutants. The outcomes replaced are kept under ``superseded``, nothing is
+    dropped silently, and the parts of an already joined record are listed as its own parts."""
     import datetime as _dt
 
     if len(records) < 2:
@@ -635,18 +661,42 @@ def join_parts(records: Sequence[dict], argv: Sequence[str], note: str | None = 
                              f"--note saying why their outcomes still stand together, or run them on one commit")
     names = [m["name"] for record in records for m in record["mutants"]]
     twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise PartsDoNotJoin(f"mutants planted in more than one part: {twice}")
+    if twice and not rerun:
+        raise PartsDoNotJoin(f"mutants planted in more than one part: {twice} (pass --rerun when a later part "
+                             f"ran them again on purpose)")
+    mutants: dict[str, dict] = {}
+    superseded: list[dict] = []
+    planted_by: dict[str, int] = {}
+    for i, record in enumerate(records):
+        for m in record["mutants"]:
+            if m["name"] in mutants:
+                earlier = planted_by[m["name"]]
+                when = [_ran_at(records[j]) for j in (earlier, i)]
+                if None in when or when[1] <= when[0]:
+                    raise PartsDoNotJoin(f"{m['name']}: part {i + 1} replaces the outcome of part {earlier + 1} "
+                                         f"but did not run after it (dates {when}); list the parts oldest first")
+                superseded.append(dict(mutants[m["name"]], git_commit=commits[earlier], date=when[0]))
+            mutants[m["name"]] = m
+            planted_by[m["name"]] = i
+    parts: list[dict] = []
+    for record, commit in zip(records, commits, strict=True):
+        if "parts" in record:  # an already joined record: its own parts, with their commits
+            parts.extend({**part, "git_commit": part.get("git_commit", commit)} for part in record["parts"])
+            superseded.extend(record.get("superseded", []))
+        else:
+            parts.append({"date": record.get("date"), "command": record.get("command"),
+                          "baseline": record.get("baseline"), "git_commit": commit})
     first = records[0]
     joined: dict = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "command": "python -m nvfp4_harness mutate " + " ".join(argv),
                     "suite": first["suite"],
                     "baseline": next(r["baseline"] for r in records if r.get("baseline") is not None),
-                    "mutants": [m for record in records for m in record["mutants"]],
+                    "mutants": list(mutants.values()),
                     "complete": True,
-                    "planned": [name for record in records for name in record.get("planned", [])],
-                    "parts": [{"date": r.get("date"), "command": r.get("command"), "baseline": r.get("baseline"),
-                               "git_commit": commit} for r, commit in zip(records, commits, strict=True)]}
+                    "planned": list(dict.fromkeys(name for record in records for name in record.get("planned", []))),
+                    "parts": parts}
+    if superseded:
+        joined["superseded"] = superseded
     if "provenance" in first:
         joined["provenance"] = dict(first["provenance"])
         if len(set(commits)) > 1:
@@ -678,6 +728,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write one record (to --out) from the --out files of --part runs of the same code")
     parser.add_argument("--note", default=None,
                         help="with --join of parts run on different commits: why their outcomes still stand together")
+    parser.add_argument("--rerun", action="store_true",
+                        help="with --join: a mutant planted in several parts takes the last (later) part's outcome, "
+                             "e.g. the committed record joined with a re-run of one changed file's mutants")
     args = parser.parse_args(list(argv) if argv is not None else None)
     command = list(argv) if argv is not None else sys.argv[1:]
 
@@ -686,7 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--join needs --out FILE for the joined record")
         try:
             joined = join_parts([json.loads(p.read_text(encoding="utf-8")) for p in args.join], command,
-                                note=args.note)
+                                note=args.note, rerun=args.rerun)
         except (OSError, json.JSONDecodeError, KeyError) as exc:
             parser.error(f"cannot read the parts: {exc}")
         except PartsDoNotJoin as exc:
