@@ -397,6 +397,24 @@ def test_a_second_run_of_the_day_writes_its_own_file(tmp_path: Path) -> None:
         "dry-run-cpu-2026-01-02-4.json"
 
 
+def test_a_runs_provenance_says_when_it_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench's provenance carries the day (the file's name) and the start time (the order of a
+    day's runs), read here from a stand-in for torch's CUDA queries."""
+    from types import SimpleNamespace
+
+    props = SimpleNamespace(major=9, minor=0, multi_processor_count=132, total_memory=141 << 30,
+                            L2_cache_size=60 << 20)
+    fake = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda _: props, current_device=lambda: 0,
+                                                get_device_name=lambda: "NVIDIA H200"),
+                           version=SimpleNamespace(cuda="13.0"), __version__="2.11.0+cu130")
+    monkeypatch.setattr(bench, "driver_version", lambda: "580.159.04")
+    monkeypatch.setattr(bench, "cublas_version", lambda: "13.1.0")
+    args = bench.parse_args(["--only", "dequant", "--git-commit", "abc1234"])
+    prov = bench.provenance(fake, ["--only", "dequant"], args, "available", "2026-12-05", "2026-12-05T13:54:07+00:00")
+    assert (prov["date"], prov["started"], prov["git_commit"]) == ("2026-12-05", "2026-12-05T13:54:07+00:00", "abc1234")
+    assert prov["gpu"] == "NVIDIA H200" and prov["sections"] == ["dequant"]
+
+
 def test_the_newest_run_of_a_day_is_the_one_that_started_last(tmp_path: Path) -> None:
     """A day's second run is named <day>-<commit>.json, which sorts before the day's first file
     by name: bench-report must still take it by the time it started (the 2026-12-05 bench was
