@@ -331,11 +331,14 @@ def _newest_first_key(run: tuple[Path, dict[str, Any]]) -> tuple[str, str, int, 
     """Sort key of a committed run, larger for newer: its day, the time it started (runs since
     2026-12-05 record it), then, for older runs that carry the day only, how late in the history
     its commit is, then its file name."""
+    from nvfp4_harness.nvfp4.bench_report import run_order_key
+
     path, results = run
     commit = str(results["provenance"].get("git_commit", ""))
     history = _history()
     position = next((len(history) - i for i, sha in enumerate(history) if commit and sha.startswith(commit)), 0)
-    return results["provenance"].get("date", ""), str(results["provenance"].get("started") or ""), position, path.name
+    day, started, name = run_order_key(path, results)
+    return day, started, position, name
 
 
 #: committed H200 sweeps that timed the fused kernel at forced K split counts (L2 flushed)

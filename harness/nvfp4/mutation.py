@@ -664,20 +664,18 @@ def join_parts(records: Sequence[dict], argv: Sequence[str], note: str | None = 
     if twice and not rerun:
         raise PartsDoNotJoin(f"mutants planted in more than one part: {twice} (pass --rerun when a later part "
                              f"ran them again on purpose)")
-    mutants: dict[str, dict] = {}
+    latest: dict[str, tuple[int, dict]] = {}  # mutant name -> (index of the part that planted it last, outcome)
     superseded: list[dict] = []
-    planted_by: dict[str, int] = {}
     for i, record in enumerate(records):
         for m in record["mutants"]:
-            if m["name"] in mutants:
-                earlier = planted_by[m["name"]]
+            if m["name"] in latest:
+                earlier, outcome = latest[m["name"]]
                 when = [_ran_at(records[j]) for j in (earlier, i)]
                 if None in when or when[1] <= when[0]:
                     raise PartsDoNotJoin(f"{m['name']}: part {i + 1} replaces the outcome of part {earlier + 1} "
                                          f"but did not run after it (dates {when}); list the parts oldest first")
-                superseded.append(dict(mutants[m["name"]], git_commit=commits[earlier], date=when[0]))
-            mutants[m["name"]] = m
-            planted_by[m["name"]] = i
+                superseded.append(dict(outcome, git_commit=commits[earlier], date=when[0]))
+            latest[m["name"]] = (i, m)
     parts: list[dict] = []
     for record, commit in zip(records, commits, strict=True):
         if "parts" in record:  # an already joined record: its own parts, with their commits
@@ -691,7 +689,7 @@ def join_parts(records: Sequence[dict], argv: Sequence[str], note: str | None = 
                     "command": "python -m nvfp4_harness mutate " + " ".join(argv),
                     "suite": first["suite"],
                     "baseline": next(r["baseline"] for r in records if r.get("baseline") is not None),
-                    "mutants": list(mutants.values()),
+                    "mutants": [outcome for _part, outcome in latest.values()],
                     "complete": True,
                     "planned": list(dict.fromkeys(name for record in records for name in record.get("planned", []))),
                     "parts": parts}
