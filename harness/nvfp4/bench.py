@@ -452,15 +452,16 @@ class Runner:
 
     def wgmma_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, ...] | None = None) -> None:
         """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), as the dispatcher launches
-        it (fused_mma's K order, nvfp4_kernels.tiling.wgmma_plan's plan). With ``tiled``
+        it (fused_mma's K order, nvfp4_kernels.tiling.wgmma_call_plan's plan). With ``tiled``
         (nvfp4_kernels.layout.tiled_weight of the operands, what ``layout.register`` gives the
         dispatcher for both fused paths, made once before the rows) it reads that copy: kernel
         ``fused_wgmma_tiled``, the same plan and bits."""
-        from nvfp4_kernels.tiling import wgmma_plan
+        from nvfp4_kernels.tiling import wgmma_call_plan
 
         kernel = "fused_wgmma" if tiled is None else "fused_wgmma_tiled"
-        plan = wgmma_plan(ops.n, ops.k, self.torch.cuda.get_device_properties(self.device).multi_processor_count) \
-            if self.device == "cuda" else wgmma_plan(ops.n, ops.k)  # a dry run: the H200's plan
+        m = a.shape[0]
+        plan = self.backend.fused_wgmma_plan(ops.n, ops.k, m, self.torch.cuda.current_device()) \
+            if self.device == "cuda" else wgmma_call_plan(ops.n, ops.k, m)  # a dry run: the H200's plan
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC9 if tiled is None else 0x7FCA,
             lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled),
