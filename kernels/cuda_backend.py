@@ -476,9 +476,12 @@ def fused_splits(n: int, k: int, m: int, device_index: int | None = None) -> int
     return fused_split_count(n, k, m, sms=_multiprocessors(index), blocks_per_sm=_fused_occupancy(m, index))
 
 
+@functools.lru_cache(maxsize=1024)
 def _fused_occupancy(m: int, device_index: int) -> int:
     """Resident blocks an SM of the fused_mma configuration for M = ``m`` on the device (the
-    library asks the CUDA occupancy API); an error where the kernel cannot run there."""
+    library asks the CUDA occupancy API, which sets a kernel attribute first); an error where the
+    kernel cannot run there. Asked once per M and device: a call that takes no plan (fused_mma's
+    split count, fused_wgmma's plan up to M = 64) asks for it every time."""
     import torch
 
     with torch.cuda.device(device_index):

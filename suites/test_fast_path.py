@@ -38,16 +38,18 @@ CALLS = [
     ("fused-m1", 1, 256, 512, 16, torch.bfloat16, False, LARGE, "fused_mma"),  # decode, the GEMV refusing the layer
     ("fused-m1-split", 1, 1024, 4096, 16, torch.bfloat16, True, LARGE, "fused_mma"),  # K split, summed in the launch
     ("fused-m8-split", 8, 1024, 4096, 16, torch.bfloat16, False, LARGE, "fused_mma"),  # K split, finalize kernel
-    ("fused-m64-bias", 64, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M (Hopper)
+    ("fused-m32-bias", 32, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M (Hopper)
     ("fused-m128-bias", 128, 256, 512, 16, torch.bfloat16, True, NO_WGMMA, "fused_mma"),  # its last M elsewhere
     ("vec8-m300", 300, 256, 512, 16, torch.bfloat16, True, None, "prefill_vec8"),  # past both fused paths' M
     ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, None, "prefill_vec8"),
     ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, None, "prefill_scalar"),
 ]
-#: calls the default policy sends to fused_wgmma (M = 65..256), on a Hopper GPU only (its kernel is
+#: calls the default policy sends to fused_wgmma (M = 33..256), on a Hopper GPU only (its kernel is
 #: built for sm_90a; elsewhere those M take fused_mma or prefill and the rows above cover them)
 HOPPER_CALLS = [
-    ("wgmma-m65-bias", 65, 256, 512, 16, torch.bfloat16, True, None, "fused_wgmma"),  # its first M, 128-row tile
+    ("wgmma-m33-bias", 33, 256, 512, 16, torch.bfloat16, True, None, "fused_wgmma"),  # its first M, 64-row tile
+    ("wgmma-m64-split", 64, 1024, 4096, 16, torch.bfloat16, False, None, "fused_wgmma"),  # fused_mma's K split
+    ("wgmma-m65-bias", 65, 256, 512, 16, torch.bfloat16, True, None, "fused_wgmma"),  # the 128-row tile
     ("wgmma-m200-split-bias", 200, 1000, 2048, 16, torch.bfloat16, True, None, "fused_wgmma"),  # K split, finalize
     ("wgmma-m256-one-step", 256, 520, 128, 16, torch.float16, False, None, "fused_wgmma"),  # one K step: no split
     ("wgmma-lead", (3, 50), 384, 1024, 16, torch.bfloat16, False, None, "fused_wgmma"),  # 150 rows in a [3, 50, K]
@@ -298,7 +300,7 @@ def _kernels_launched(fn) -> list[str]:
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-@pytest.mark.parametrize("m,launches", ((1, 1), (8, 2), (64, 2)))
+@pytest.mark.parametrize("m,launches", ((1, 1), (8, 2), (32, 2)))
 def test_a_single_row_split_k_call_is_one_launch(monkeypatch, m, launches):
     """Host time: an eager single-row call whose fused kernel splits K launches that kernel alone
     (the tile's last block sums the splits); more rows keep the finalize kernel after it (measured
