@@ -473,12 +473,23 @@ def fused_splits(n: int, k: int, m: int, device_index: int | None = None) -> int
     from nvfp4_kernels.tiling import fused_split_count
 
     index = torch.cuda.current_device() if device_index is None else device_index
-    sms = torch.cuda.get_device_properties(index).multi_processor_count
-    with torch.cuda.device(index):
+    return fused_split_count(n, k, m, sms=_multiprocessors(index), blocks_per_sm=_fused_occupancy(m, index))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fused_occupancy(m: int, device_index: int) -> int:
+    """Resident blocks an SM of the fused_mma configuration for M = ``m`` on the device (the
+    library asks the CUDA occupancy API, which sets a kernel attribute first); an error where the
+    kernel cannot run there. Asked once per M and device: a call that takes no plan (fused_mma's
+    split count, fused_wgmma's plan up to M = 64) asks for it every time."""
+    import torch
+
+    with torch.cuda.device(device_index):
         occupancy = int(load_library().nvfp4_fused_occupancy(m))
     if occupancy < 1:
-        raise RuntimeError(f"nvfp4_fused_occupancy({m}) failed on cuda:{index}: the fused kernel cannot run there")
-    return fused_split_count(n, k, m, sms=sms, blocks_per_sm=occupancy)
+        raise RuntimeError(f"nvfp4_fused_occupancy({m}) failed on cuda:{device_index}: the fused kernel cannot run "
+                           f"there")
+    return occupancy
 
 
 def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None, out: Any, m: int, n: int, k: int,
@@ -501,13 +512,16 @@ def launch_fused(a: Any, packed: Any, scales: Any, g_ptr: int, bias: Any | None,
         _check(err, KERNEL_NAMES["fused_mma"])
 
 
-def fused_wgmma_plan(n: int, k: int, device_index: int) -> tuple[int, int]:
-    """(whole_tiles, splits) the fused_wgmma kernel runs for an [n, k] weight on CUDA device
-    ``device_index`` by default: :func:`nvfp4_kernels.tiling.wgmma_plan` for its multiprocessor
-    count (the full path and the eager fast path both take it from here, so they sum alike)."""
-    from nvfp4_kernels.tiling import wgmma_plan
+def fused_wgmma_plan(n: int, k: int, m: int, device_index: int) -> tuple[int, int]:
+    """(whole_tiles, splits) the fused_wgmma kernel runs for M = ``m`` rows of an [n, k] weight
+    on CUDA device ``device_index`` by default: :func:`nvfp4_kernels.tiling.wgmma_call_plan` for
+    its multiprocessor count and, up to its 64-row activation tile, fused_mma's occupancy there
+    (fused_mma's split count, so fused_mma's bits). The full path and the eager fast path both
+    take it from here, so they sum alike."""
+    from nvfp4_kernels.tiling import WGMMA_FUSED_MMA_PLAN_MAX_M, wgmma_call_plan
 
-    return wgmma_plan(n, k, _multiprocessors(device_index))
+    occupancy = _fused_occupancy(m, device_index) if 1 <= m <= WGMMA_FUSED_MMA_PLAN_MAX_M else None
+    return wgmma_call_plan(n, k, m, _multiprocessors(device_index), occupancy)
 
 
 def fused_wgmma_workspace_floats(m: int, n: int, plan: tuple[int, int]) -> int:
@@ -532,8 +546,8 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused_wgmma kernel (Hopper, sm_90): 1 <= M <= 256,
     block_size 16, K % 128 == 0, the contract's row-major weight. fp32 accumulation; the bias is
     added in fp32 before the single rounding. ``plan`` (whole_tiles, splits) defaults to
-    :func:`nvfp4_kernels.tiling.wgmma_plan` for the shape and the GPU's multiprocessors; it sets
-    the summation order, so the bits of a shape are pinned per GPU and plan.
+    :func:`fused_wgmma_plan` for the shape, M and the GPU; it sets the summation order, so the
+    bits of a shape are pinned per GPU and plan (up to M = 64, fused_mma's bits).
 
     The kernel runs in fused_mma's K order: each lane decodes 32 consecutive codes of a row and
     step, the activations are permuted to match by a kernel launched first (into a workspace kept
@@ -557,7 +571,7 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
         return
     index = out.device.index if out.device.index is not None else torch.cuda.current_device()
     if plan is None:
-        plan = fused_wgmma_plan(n, k, index)
+        plan = fused_wgmma_plan(n, k, m, index)
     whole, splits = plan
     tiles, steps = -(-n // WGMMA_TILE_ROWS), k // FUSED_STEP_K
     if not (0 <= whole <= tiles and 1 <= splits <= steps and -(-steps // -(-steps // splits)) == splits):

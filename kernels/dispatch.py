@@ -469,7 +469,7 @@ def _cpu_matmul(path: str, a: Any, b: Any, weight_scale: Any, weight_scale_2: An
         splits = tiling.fused_split_count(n, k, a_np.shape[0])  # the split structure an H200 runs
         y = reference.fused_mma(a_np, b_np, s_np, g, block_size, bias_np, splits=splits)
     elif path == "fused_wgmma":
-        whole, splits = tiling.wgmma_plan(n, k)  # the plan an H200 runs
+        whole, splits = tiling.wgmma_call_plan(n, k, a_np.shape[0])  # the plan an H200 runs
         y = reference.fused_wgmma(a_np, b_np, s_np, g, block_size, bias_np,
                                   whole_rows=min(n, whole * tiling.WGMMA_TILE_ROWS), splits=splits)
     elif path in ("prefill_vec8", "prefill_scalar"):

@@ -88,7 +88,8 @@ class Plan:
         elif self.path == "fused_mma":
             self.splits = cuda_backend.fused_splits(problem.n, problem.k, problem.m, self.device_index)
         elif self.path == "fused_wgmma":
-            self.whole_tiles, self.splits = cuda_backend.fused_wgmma_plan(problem.n, problem.k, self.device_index)
+            self.whole_tiles, self.splits = cuda_backend.fused_wgmma_plan(problem.n, problem.k, problem.m,
+                                                                             self.device_index)
         else:
             self.splits = 0
         # split-K partials in a workspace and, for the fused kernel's in-launch sum, one zeroed

@@ -180,19 +180,52 @@ def _single_wave_split_count(tiles: int, steps: int, sms: int, counts: list[int]
 WGMMA_TILE_ROWS = 128
 
 
+#: the largest M whose fused_wgmma call runs fused_mma's split count (wgmma_call_plan): the M
+#: the kernel's narrowest activation tile holds (kMmaOrderActTiles[0] in fused_wgmma.cu, which
+#: ``nvfp4_fused_wgmma_act_rows`` reports and a CPU test compares)
+WGMMA_FUSED_MMA_PLAN_MAX_M = 64
+
+
+def wgmma_call_plan(n: int, k: int, m: int, sms: int = H200_SMS,
+                    fused_blocks_per_sm: int | None = None) -> tuple[int, int]:
+    """The (whole_tiles, splits) plan a fused_wgmma call of ``m`` rows runs on a GPU of ``sms``
+    multiprocessors: the call's summation order, so the CUDA backend and the CPU backend's
+    faithful algorithm both take it from here.
+
+    Up to :data:`WGMMA_FUSED_MMA_PLAN_MAX_M` rows (the 64-row activation tile) it is fused_mma's
+    split count for the same M (:func:`fused_split_count`, with ``fused_blocks_per_sm`` the
+    fused_mma kernel's occupancy on the GPU, the H200's table when None) over every tile, no
+    whole tiles: the K ranges fused_mma sums, so the call has fused_mma's bits. On the H200
+    (benchmarks/NOTES.md, twenty-third session) that plan was the fastest timed for the 64-row
+    tile with its ring at M = 48..64 on 5120 x 17408, and within 4% of the fastest 64-row launch
+    elsewhere (17408 x 5120, M = 64: 52.6 us against 50.8 at two blocks an SM and 4 splits), where
+    :func:`wgmma_plan`'s plan (132 whole tiles, 4 split in 20) took 64.0 us. Above it,
+    :func:`wgmma_plan`."""
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"m must be an int >= 1, got {m!r}")
+    if m > WGMMA_FUSED_MMA_PLAN_MAX_M:
+        return wgmma_plan(n, k, sms)
+    if n < 1 or k < FUSED_STEP_K or k % FUSED_STEP_K:  # wgmma_plan's refusal, for either branch
+        raise ValueError(f"the fused_wgmma kernel needs N >= 1 and K a positive multiple of {FUSED_STEP_K}, "
+                         f"got N={n}, K={k}")
+    steps = k // FUSED_STEP_K
+    per = -(-steps // fused_split_count(n, k, m, sms, fused_blocks_per_sm))
+    return 0, -(-steps // per)  # the same ranges, counted as the kernel counts them (none empty)
+
+
 def wgmma_plan(n: int, k: int, sms: int = H200_SMS) -> tuple[int, int]:
     """The fused_wgmma kernel's K split plan for an [n, k] weight on a GPU of ``sms``
-    multiprocessors: (whole_tiles, splits). The kernel runs one block per multiprocessor (its
-    accumulators take most of the register file), so a row tile of 128 that waits for a second wave
-    costs a whole tile's K walk. The plan gives whole waves of tiles one block each (every K step,
-    no partial sums) and splits the tiles left over (all of them when there are fewer tiles than
-    multiprocessors) into ``splits`` equal K ranges, as many as fill the multiprocessors, none
-    empty; the finalize kernel sums those in split order. On the H200 (benchmarks/NOTES.md,
-    fourteenth session) this was the fastest plan timed on both large shapes at M = 128..256:
-    17408 x 5120 (136 tiles) runs 132 whole tiles and splits 4 in 20 (99.7 us at M = 256, against
-    165.3 with one split and 155.3 with two), 5120 x 17408 (40 tiles) splits all in 3 (107.5 us,
-    against 142.3 and 149.5 with 2 and 4). The bits depend on the plan, hence one function for
-    the CUDA backend and the CPU backend's faithful algorithm."""
+    multiprocessors at M > :data:`WGMMA_FUSED_MMA_PLAN_MAX_M` (its 128- to 256-row activation
+    tiles; :func:`wgmma_call_plan` gives every M's): (whole_tiles, splits). The kernel runs one
+    block per multiprocessor (its accumulators take most of the register file), so a row tile of
+    128 that waits for a second wave costs a whole tile's K walk. The plan gives whole waves of
+    tiles one block each (every K step, no partial sums) and splits the tiles left over (all of
+    them when there are fewer tiles than multiprocessors) into ``splits`` equal K ranges, as many
+    as fill the multiprocessors, none empty; the finalize kernel sums those in split order. On
+    the H200 (benchmarks/NOTES.md, fourteenth session) this was the fastest plan timed on both
+    large shapes at M = 128..256: 17408 x 5120 (136 tiles) runs 132 whole tiles and splits 4 in
+    20 (99.7 us at M = 256, against 165.3 with one split and 155.3 with two), 5120 x 17408 (40
+    tiles) splits all in 3 (107.5 us, against 142.3 and 149.5 with 2 and 4)."""
     if n < 1 or k < FUSED_STEP_K or k % FUSED_STEP_K:
         raise ValueError(f"the fused_wgmma kernel needs N >= 1 and K a positive multiple of {FUSED_STEP_K}, "
                          f"got N={n}, K={k}")

@@ -97,7 +97,7 @@ def test_schema(results: tuple[Path, dict[str, Any]]) -> None:
             if row["path"] == "fused_wgmma":  # the activations' permutation, its kernel, and the finalize
                 from nvfp4_kernels import cuda_backend, tiling  # kernel when its plan splits K
 
-                plan = tiling.wgmma_plan(row["N"], row["K"])  # the H200's plan
+                plan = tiling.wgmma_call_plan(row["N"], row["K"], row["M"])  # the H200's plan
                 want = 3 if cuda_backend.fused_wgmma_workspace_floats(row["M"], row["N"], plan) else 2
                 assert row["launches"] == want, f"{path.name} host[{i}]: {row['launches']} launches, the design {want}"
             assert row["floor_us"] > 0, f"{path.name} host[{i}]: no floor"

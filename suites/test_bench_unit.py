@@ -300,14 +300,15 @@ class ReferenceBackend:
         return fused_split_count(n, k, m)
 
     def fused_mma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                  bias: torch.Tensor | None, out: torch.Tensor, tiled: tuple[Any, ...] | None = None
-                  ) -> None:
+                  bias: torch.Tensor | None, out: torch.Tensor, splits: int | None = None,
+                  tiled: tuple[Any, ...] | None = None) -> None:
         n, k, m = packed.shape[0], 2 * packed.shape[1], a.shape[0]
         if tiled is not None:  # read the weight from the tiled copy, as the kernel does
             layout.check_tiled(tiled[0], tiled[1], n, k)
             packed, scales = layout.untile_weights(tiled[0], tiled[1], n)
             # the bench hands the copy with the range layout.register keeps, which must be the weight's
             assert len(tiled) == 3 and tiled[2] == layout.scale_byte_range(scales)
+        assert splits in (None, self.fused_splits(n, k, m)), "the bench hands in the dispatcher's split count"
         result = reference.fused_mma(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None,
                                      splits=self.fused_splits(n, k, m))
         if self.corrupt == "fused_mma":
@@ -316,15 +317,17 @@ class ReferenceBackend:
 
 
     def fused_wgmma(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                    bias: torch.Tensor | None, out: torch.Tensor, tiled: tuple[Any, ...] | None = None) -> None:
-        from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
+                    bias: torch.Tensor | None, out: torch.Tensor, plan: tuple[int, int] | None = None,
+                    tiled: tuple[Any, ...] | None = None) -> None:
+        from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_call_plan
 
         n, k = packed.shape[0], 2 * packed.shape[1]
         if tiled is not None:  # read the weight from the tile-contiguous copy, as the kernel does
             layout.check_tiled(tiled[0], tiled[1], n, k)
             packed, scales = layout.untile_weights(tiled[0], tiled[1], n)
             assert len(tiled) == 3 and tiled[2] == layout.scale_byte_range(scales)
-        whole, splits = wgmma_plan(n, k)
+        whole, splits = wgmma_call_plan(n, k, a.shape[0])
+        assert plan in (None, (whole, splits)), "the bench hands in the call's plan"
         result = reference.fused_wgmma(to_numpy(a), packed.numpy(), scales.numpy(), float(g.item()), 16, None,
                                        whole_rows=min(n, whole * WGMMA_TILE_ROWS), splits=splits)
         if self.corrupt == "fused_wgmma":

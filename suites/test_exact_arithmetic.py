@@ -42,12 +42,19 @@ def _cuda_ok() -> bool:
     return torch.cuda.is_available()
 
 
+def _not_hopper() -> bool:
+    """A CUDA GPU other than sm_90, where the dispatcher has no fused_wgmma."""
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(0) != (9, 0)
+
+
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 #: the default's GEMV range, spelled out
 GEMV_ON = Policy(gemv_max_m=8)
 LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 #: the paths that add the bias in fp32 before their one rounding (docs/contract.md)
-SINGLE_ROUNDING = ("gemv", "fused_mma")
+SINGLE_ROUNDING = ("gemv", "fused_mma", "fused_wgmma")
 
 
 def encode(values: np.ndarray, scale_exponents: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -130,6 +137,7 @@ def test_partial_sums_beyond_half_precision_are_kept(dtype: str, path: str, back
 EXACT_CASES = [  # (M, N, K, block_size, natural path); gemv cases run under the default, the others under LARGE
     (1, 16, 64, 16, "gemv"), (4, 24, 128, 16, "gemv"), (8, 8, 256, 16, "gemv"),
     (1, 16, 128, 16, "fused_mma"), (8, 24, 256, 16, "fused_mma"), (64, 8, 128, 16, "fused_mma"),
+    (200, 8, 256, 16, "fused_wgmma"),  # a Hopper GPU or the CPU backend
     (1, 16, 96, 16, "prefill_vec8"),  # decode on a layer too large for the GEMV where K % 128 != 0
     (9, 16, 64, 16, "prefill_vec8"), (1, 16, 48, 6, "prefill_vec8"), (12, 8, 40, 2, "prefill_vec8"),
     (9, 16, 96, 32, "prefill_vec8"), (9, 8, 64, 12, "prefill_vec8"), (3, 8, 56, 4, "prefill_vec8"),
@@ -155,6 +163,8 @@ def _exact_problem(m: int, n: int, k: int, bs: int, dtype: str, seed: int):
 @pytest.mark.parametrize(("m", "n", "k", "bs", "natural"), EXACT_CASES,
                          ids=[f"m{c[0]}-n{c[1]}-k{c[2]}-bs{c[3]}" for c in EXACT_CASES])
 def test_every_path_is_exact_where_the_arithmetic_is(m, n, k, bs, natural, dtype, backend) -> None:
+    if natural == "fused_wgmma" and backend == "cuda" and _not_hopper():
+        pytest.skip("fused_wgmma runs on Hopper only; this GPU takes fused_mma at these M")
     a, b, s, bias, w = _exact_problem(m, n, k, bs, dtype, zlib.crc32(f"{m},{n},{k},{bs},{dtype}".encode()))
     sums = a.astype(np.float64) @ w.T  # exact: every product and partial sum fits fp32
     bias64 = bias.astype(np.float64)

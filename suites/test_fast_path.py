@@ -30,6 +30,7 @@ import nvfp4_kernels  # noqa: E402
 GEMV_ON = Policy(gemv_max_m=8)
 LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 NO_WGMMA = NO_WGMMA_POLICY  # fused_wgmma off, as on a GPU without it: fused_mma keeps M <= 128
+WGMMA_FROM_33 = Policy(wgmma_min_m=33)  # fused_wgmma's 64-row tile opened (the H200 dev sweep's crossover)
 #: (name, M, N, K, block size, dtype, with bias, policy (None: the default), the path the dispatcher takes)
 CALLS = [
     ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, GEMV_ON, "gemv"),
@@ -44,9 +45,12 @@ CALLS = [
     ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, None, "prefill_vec8"),
     ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, None, "prefill_scalar"),
 ]
-#: calls the default policy sends to fused_wgmma (M = 65..256), on a Hopper GPU only (its kernel is
-#: built for sm_90a; elsewhere those M take fused_mma or prefill and the rows above cover them)
+#: calls the default policy sends to fused_wgmma (M = 65..256), and two of the 64-row tile under
+#: wgmma_min_m = 33, on a Hopper GPU only (its kernel is built for sm_90a; elsewhere those M take
+#: fused_mma or prefill and the rows above cover them)
 HOPPER_CALLS = [
+    ("wgmma-m33-bias", 33, 256, 512, 16, torch.bfloat16, True, WGMMA_FROM_33, "fused_wgmma"),  # 64-row tile
+    ("wgmma-m64-split", 64, 1024, 4096, 16, torch.bfloat16, False, WGMMA_FROM_33, "fused_wgmma"),  # fused_mma's split
     ("wgmma-m65-bias", 65, 256, 512, 16, torch.bfloat16, True, None, "fused_wgmma"),  # its first M, 128-row tile
     ("wgmma-m200-split-bias", 200, 1000, 2048, 16, torch.bfloat16, True, None, "fused_wgmma"),  # K split, finalize
     ("wgmma-m256-one-step", 256, 520, 128, 16, torch.float16, False, None, "fused_wgmma"),  # one K step: no split
@@ -298,7 +302,7 @@ def _kernels_launched(fn) -> list[str]:
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-@pytest.mark.parametrize("m,launches", ((1, 1), (8, 2), (64, 2)))
+@pytest.mark.parametrize("m,launches", ((1, 1), (8, 2), (32, 2)))
 def test_a_single_row_split_k_call_is_one_launch(monkeypatch, m, launches):
     """Host time: an eager single-row call whose fused kernel splits K launches that kernel alone
     (the tile's last block sums the splits); more rows keep the finalize kernel after it (measured

@@ -177,12 +177,12 @@ def test_a_split_k_fused_mma_has_golden_bits(golden):
 def test_a_split_fused_wgmma_plan_has_golden_bits(golden):
     """Both kinds of tile of the plan in one call: 132 whole 128-row tiles (one block each, no
     partial sums) and a partial left-over tile split in K, whose partials the finalize kernel sums
-    in split order; the plan is tiling.wgmma_plan's for this GPU, as the CPU backend runs it."""
-    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_plan
+    in split order; the plan is tiling.wgmma_call_plan's for this GPU, as the CPU backend runs it."""
+    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, wgmma_call_plan
 
     n, k, m = 132 * WGMMA_TILE_ROWS + 70, 1024, 200
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    whole, splits = wgmma_plan(n, k, sms)
+    whole, splits = wgmma_call_plan(n, k, m, sms)
     if sms == 132:
         assert (whole, splits) == (132, 8), "an H200's plan: every whole tile unsplit, the left-over one in 8"
     assert whole >= 1 and splits > 1, "the shape must have whole tiles and split ones on this GPU"

@@ -103,6 +103,24 @@ def test_the_default_plan_is_tiling_for_this_gpu() -> None:
     assert torch.equal(_run(a, packed, scales, g, None).view(torch.int16), want.view(torch.int16))
 
 
+@pytest.mark.parametrize("m", [1, 33, 64])
+def test_up_to_64_rows_the_default_plan_gives_fused_mmas_default_bits(m: int) -> None:
+    """Up to its 64-row activation tile the launch runs fused_mma's split count for the shape and M
+    (nvfp4_kernels.tiling.wgmma_call_plan), so its default call has the bits of fused_mma's default
+    call, element for element, on a shape whose split count is more than one at these M; at
+    M = 65 (the 128-row tile, the whole-tile plan) the sums differ."""
+    n, k = 17408, 5120
+    a, packed, scales, g, b = _operands(m, n, k, "bfloat16", bias=True, seed=6 + m)
+    assert cuda_backend.fused_splits(n, k, m, 0) > 1
+    mma = torch.full((m, n), float("nan"), dtype=a.dtype, device="cuda")
+    cuda_backend.fused_mma(a, packed, scales, g, b, mma)
+    assert torch.equal(_run(a, packed, scales, g, b).view(torch.int16), mma.view(torch.int16))
+    a65, packed, scales, g, b = _operands(65, n, k, "bfloat16", bias=True, seed=7)
+    mma65 = torch.full((65, n), float("nan"), dtype=a65.dtype, device="cuda")
+    cuda_backend.fused_mma(a65, packed, scales, g, b, mma65)
+    assert not torch.equal(_run(a65, packed, scales, g, b).view(torch.int16), mma65.view(torch.int16))
+
+
 def test_fused_wgmma_refuses_what_it_cannot_do() -> None:
     g = torch.ones(1, dtype=torch.float32, device="cuda")
     packed, scales = torch.zeros(8, 64, dtype=torch.uint8, device="cuda"), torch.zeros(8, 8, dtype=torch.uint8,

@@ -219,7 +219,8 @@ WGMMA_SHAPES = SHAPES + [(132 * 128 + 70, 256)]
 
 
 def _wgmma_plans(n: int, k: int) -> list[tuple[int, int] | None]:
-    """The default plan, every tile unsplit, every tile split in 3 (or fewer steps), and a mixed one."""
+    """The default plan (None: the library's for the call's M), every tile unsplit, every tile split
+    in 3 (or fewer steps), and a mixed one."""
     tiles, steps = -(-n // 128), k // 128
     split = min(3, steps)
     split = -(-steps // -(-steps // split))  # the equal non-empty ranges the launcher accepts
@@ -257,14 +258,11 @@ def test_fused_wgmma_in_fused_mma_order_gives_fused_mmas_bits(n: int, k: int, dt
     tiled = layout.tile_weights(packed, scales)
     tdt = getattr(torch, dtype)
     bias = torch.randn(n, device="cuda").to(tdt)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    from nvfp4_kernels.tiling import wgmma_plan
-
-    for m in (1, 17, 64, 65, 100, 128, 129, 192, 193, 256):
+    for m in (1, 17, 33, 64, 65, 100, 128, 129, 192, 193, 256):
         a = (torch.randn(m, k, device="cuda") * (1.0 if g_value < 1 else 2.0 ** -112)).to(tdt)
         b = bias if m % 2 else None
         for plan in _wgmma_plans(n, k):
-            plan = plan or wgmma_plan(n, k, sms)
+            plan = plan or cuda_backend.fused_wgmma_plan(n, k, m, 0)  # the library's plan for this M
             want = _fused_mma_at_plan(a, packed, scales, g, b, plan)
             for copy in (None, tiled):
                 out = torch.full((m, n), float("nan"), dtype=tdt, device="cuda")
@@ -371,7 +369,7 @@ def test_fused_wgmma_on_misaligned_views_gives_the_aligned_bits(captured: bool) 
     n, k, m = 1000, 2048, 200
     packed, scales, g = _weights(n, k, 21)
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    assert cuda_backend.fused_wgmma_workspace_floats(m, n, cuda_backend.fused_wgmma_plan(n, k, 0)) > 0
+    assert cuda_backend.fused_wgmma_workspace_floats(m, n, cuda_backend.fused_wgmma_plan(n, k, m, 0)) > 0
     want = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     cuda_backend.fused_wgmma(a, packed, scales, g, None, want)
     a_v, p_v, s_v = _misaligned_copy(a, 2), _misaligned_copy(packed, 1), _misaligned_copy(scales, 1)

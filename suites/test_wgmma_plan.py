@@ -17,7 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nvfp4_kernels import Policy, nvfp4_matmul, reference
-from nvfp4_kernels.tiling import H200_SMS, WGMMA_TILE_ROWS, wgmma_plan
+from nvfp4_kernels.tiling import (
+    H200_SMS,
+    WGMMA_FUSED_MMA_PLAN_MAX_M,
+    WGMMA_TILE_ROWS,
+    fused_split_count,
+    wgmma_call_plan,
+    wgmma_plan,
+)
 
 
 def searched_plan(n: int, k: int, sms: int) -> tuple[int, int]:
@@ -49,6 +56,39 @@ def test_the_plan_refuses_what_the_kernel_cannot_do() -> None:
     for n, k, sms in ((0, 128, 132), (8, 96, 132), (8, 0, 132), (8, 128, 0)):
         with pytest.raises(ValueError):
             wgmma_plan(n, k, sms)
+        for m in (1, 200):
+            with pytest.raises(ValueError):
+                wgmma_call_plan(n, k, m, sms)
+    for m in (0, -1, True, 1.0):
+        with pytest.raises(ValueError, match="m must be an int >= 1"):
+            wgmma_call_plan(128, 128, m)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 300 * WGMMA_TILE_ROWS), steps=st.integers(1, 200), m=st.integers(1, 256),
+       sms=st.sampled_from([7, 114, 132]), occupancy=st.sampled_from([None, 1, 3, 8]))
+def test_a_call_of_at_most_64_rows_sums_fused_mmas_k_ranges(n: int, steps: int, m: int, sms: int,
+                                                           occupancy: int | None) -> None:
+    """Up to the 64-row activation tile, every tile is split (no whole tiles) into the K ranges of
+    fused_mma's split count for the same shape, M and GPU: ranges of ceil(steps / count) steps,
+    counted as the kernel counts them (none empty). Above it, the whole-tile plan."""
+    k = 128 * steps
+    whole, splits = wgmma_call_plan(n, k, m, sms, occupancy)
+    if m > WGMMA_FUSED_MMA_PLAN_MAX_M:
+        assert (whole, splits) == wgmma_plan(n, k, sms)
+        return
+    count = fused_split_count(n, k, m, sms, occupancy)
+    assert whole == 0 and 1 <= splits <= count
+    assert -(-steps // splits) == -(-steps // count)  # the same range length, so the same ranges
+    assert -(-steps // -(-steps // splits)) == splits  # none empty: what the launcher accepts
+
+
+def test_the_call_plans_of_the_bench_shapes() -> None:
+    """At M = 64 the H200 runs fused_mma's 3 and 6 splits (benchmarks/NOTES.md, twenty-third
+    session), at M = 65 the whole-tile plans."""
+    assert wgmma_call_plan(17408, 5120, 64) == (0, fused_split_count(17408, 5120, 64)) == (0, 3)
+    assert wgmma_call_plan(5120, 17408, 64) == (0, fused_split_count(5120, 17408, 64)) == (0, 6)
+    assert wgmma_call_plan(17408, 5120, 65) == (132, 20) and wgmma_call_plan(5120, 17408, 65) == (0, 3)
 
 
 def _operands(n: int, k: int, m: int, seed: int):
@@ -86,6 +126,23 @@ def test_the_cpu_backend_runs_the_h200_plan() -> None:
     assert not np.array_equal(y[:, whole * WGMMA_TILE_ROWS:].view(np.uint16),
                               unsplit[:, whole * WGMMA_TILE_ROWS:].view(np.uint16)), \
         "the operand must tell the split sums from the unsplit ones"
+
+
+@pytest.mark.parametrize("m", [1, 33, 64])
+def test_up_to_64_rows_the_cpu_backends_fused_wgmma_has_fused_mmas_bits(m: int) -> None:
+    """The dispatcher's CPU backend runs the call's plan, which up to 64 rows is fused_mma's split
+    count: forcing either path gives the same bits, on a shape the H200 splits at these M (the
+    operand tells split sums from unsplit ones, checked at M = 1)."""
+    n, k = 600, 4096
+    a, packed, scales, bias = _operands(n, k, m, seed=m)
+    g = np.float32(0.0123)
+    assert fused_split_count(n, k, m) > 1
+    runs = {path: nvfp4_matmul(a, packed, scales, g, 16, bias, policy=Policy(force_path=path, wgmma_min_m=1))
+            for path in ("fused_wgmma", "fused_mma")}
+    assert np.array_equal(runs["fused_wgmma"].view(np.uint16), runs["fused_mma"].view(np.uint16))
+    if m == 1:
+        unsplit = reference.fused_mma(a, packed, scales, g, 16, bias, splits=1)
+        assert not np.array_equal(runs["fused_mma"].view(np.uint16), unsplit.view(np.uint16))
 
 
 def test_the_cpu_algorithm_refuses_a_bad_row_count() -> None:

@@ -446,24 +446,30 @@ class Runner:
         m = a.shape[0]
         kernel = "fused_mma" if tiled is None else "fused_mma_tiled"
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
+        # the split count goes in with every call, so the timed calls' host work is the launch's
+        # alone (time_us queues the repetitions and needs the host ahead of the GPU)
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC7 if tiled is None else 0x7FC8,
-            lambda out: self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled), splits=splits)
+            lambda out: self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, splits=splits,
+                                               tiled=tiled), splits=splits)
 
     def wgmma_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, ...] | None = None) -> None:
         """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), as the dispatcher launches
-        it (fused_mma's K order, nvfp4_kernels.tiling.wgmma_plan's plan). With ``tiled``
+        it (fused_mma's K order, nvfp4_kernels.tiling.wgmma_call_plan's plan). With ``tiled``
         (nvfp4_kernels.layout.tiled_weight of the operands, what ``layout.register`` gives the
         dispatcher for both fused paths, made once before the rows) it reads that copy: kernel
         ``fused_wgmma_tiled``, the same plan and bits."""
-        from nvfp4_kernels.tiling import wgmma_plan
+        from nvfp4_kernels.tiling import wgmma_call_plan
 
         kernel = "fused_wgmma" if tiled is None else "fused_wgmma_tiled"
-        plan = wgmma_plan(ops.n, ops.k, self.torch.cuda.get_device_properties(self.device).multi_processor_count) \
-            if self.device == "cuda" else wgmma_plan(ops.n, ops.k)  # a dry run: the H200's plan
+        m = a.shape[0]
+        plan = self.backend.fused_wgmma_plan(ops.n, ops.k, m, self.torch.cuda.current_device()) \
+            if self.device == "cuda" else wgmma_call_plan(ops.n, ops.k, m)  # a dry run: the H200's plan
+        # the plan goes in with every call (as fused_row's split count; the H100 runs of the
+        # twenty-third session timed rows whose per-call host work fell behind the queued GPU)
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC9 if tiled is None else 0x7FCA,
-            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, tiled=tiled),
+            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, plan=plan, tiled=tiled),
             plan=list(plan))
 
     def _wgmma_runs_here(self) -> bool:

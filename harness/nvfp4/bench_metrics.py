@@ -48,10 +48,11 @@ FUSED_KERNEL_MAX_M = 256
 #: the largest M the fused_wgmma kernel accepts (cuda_backend.fused_wgmma: 1 <= M <= 256)
 WGMMA_KERNEL_MAX_M = 256
 #: section "paths": every eligible path at each M on both large shapes (the policy's thresholds
-#: are the crossovers found here); dense where the fused kernel's tiles change (8, 16, 32, 64)
+#: are the crossovers found here); dense where the fused kernel's tiles change (8, 16, 32, 64), and
+#: at 33 and 40, past fused_mma's 32-row tile, where fused_wgmma's 64-row tile may take over
 PATHS_SHAPES: tuple[tuple[int, int], ...] = LARGE_SHAPES
-PATHS_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 512,
-                            1024, 2048, 4096, 8192)
+PATHS_M: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 33, 40, 48, 64, 96, 128, 160, 192, 224, 256,
+                            512, 1024, 2048, 4096, 8192)
 QUICK_PATHS_M: tuple[int, ...] = (1, 8, 16, 64, 128, 256, 1024)
 #: the matmul paths a "paths" row may time, by bench kernel name -> dispatch path name
 PATH_KERNELS: dict[str, str] = {"gemv": "gemv", "fused_mma": "fused_mma", "fused_wgmma": "fused_wgmma",

@@ -203,9 +203,9 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "      col0 = 0;\n"),
     Mutation(
         "wgmma-ring-slot-slip", "kernels/cuda/fused_wgmma.cu",
-        "fused_wgmma's ring of weight steps (registered copy, M = 65..128 and 193..256): a thread reads "
+        "fused_wgmma's ring of weight steps (either layout, M = 1..128 and 193..256): a thread reads "
         "step s from the next step's slot, so it decodes bytes copied for another step or not yet landed "
-        "(test_layout_gpu: its tiled launches at M = 65, 100, 128, 193 and 256)",
+        "(test_layout_gpu: its launches at M = 1, 17, 33, 64, 65, 100, 128, 193 and 256)",
         "    const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n",
         "    const uint32_t i = slot(s + 1, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n"),
     Mutation(

@@ -326,11 +326,15 @@ MATRIX: tuple[ShapeCase, ...] = (
     _mm("fused-misaligned-b", (12,), 16, 128, 16, "bfloat16", "fused_mma",
         "misaligned B does not matter to the fused path (vec8's aligned guard false)", misaligned="b"),
     # fused_wgmma: wgmma_min_m (65) <= M <= wgmma_max_m (256), ahead of fused_mma, a Hopper GPU or
-    # the CPU backend, block 16,
-    # K % 128 == 0; the plan of tiling.wgmma_plan (whole 128-row tiles, the rest split in K)
+    # the CPU backend, block 16, K % 128 == 0; the plan of tiling.wgmma_call_plan (above M = 64 whole
+    # 128-row tiles and the rest split in K, up to it fused_mma's split count)
+    _mm("wgmma-m64-splitk", (64,), 64, 2048, 16, "bfloat16", "fused_wgmma",
+        "wgmma_min_m = 33 (the crossover the H200's dev sweep predicts): M = 64, the last M of the 64-row "
+        "activation tile, which sums fused_mma's K ranges (its 7 splits of 16 steps, 3 steps a range: 6 "
+        "ranges)", bias=True, policy=Policy(wgmma_min_m=33)),
     _mm("wgmma-m65", (65,), 16, 128, 16, "float16", "fused_wgmma",
         "M = 65 = wgmma_min_m, K % 128 == 0: the first M fused_wgmma takes by default, ahead of fused_mma "
-        "(whose m_in_range still holds)"),
+        "(whose m_in_range still holds); the 128-row activation tile and the whole-tile plan"),
     _mm("wgmma-m129", (129,), 16, 128, 16, "float16", "fused_wgmma",
         "M = 129: fused_mma.m_in_range false too under the default policy (fused_max_m = 128)"),
     _mm("wgmma-m256-edge", (256,), 24, 256, 16, "bfloat16", "fused_wgmma",

@@ -524,25 +524,29 @@ constexpr int mma_order_act_tile(int m) {
   return kWgActRows;
 }
 
-// The ring of weight steps (RING) the library launches for a layout and activation tile, from the
-// H200 measurements of the dev variants at the library's plans (benchmarks/NOTES.md, twenty-first
-// session; same bits at every plan): on the registered (tile-contiguous) copy a ring of 4 steps
-// took the 128-row tile from 64.6 / 70.3 us to 55.9 / 59.1 at M = 128, and a ring of 2 (the most
-// the 256-row tile's shared memory holds) the 256-row tile from 81.9 / 88.6 to 77.9 / 83.7 at
-// M = 256 (17408 x 5120 / 5120 x 17408). The 192-row tile has no measured ring (the 256-row one
-// with 2 steps was no faster at M = 192), the 64-row tile is below the policy's fused_wgmma range
-// on Hopper, and the row-major layout was measured only at 64 rows: those keep RING = 0.
-constexpr int library_ring(bool relayout, int nact) {
-  return !relayout ? 0 : nact == 128 ? 4 : nact == kWgActRows ? 2 : 0;
+// The ring of weight steps (RING) the library launches for an activation tile, on either layout,
+// from the H200 measurements of the dev variants at the library's plans (benchmarks/NOTES.md,
+// twenty-first and twenty-third sessions; same bits at every plan), 17408 x 5120 / 5120 x 17408:
+// - 128-row tile, ring of 4: 64.6 / 70.3 us -> 55.9 / 59.1 at M = 128 on the registered
+//   (tile-contiguous) copy, 73.0 / 78.6 -> 57.5 / 61.3 on the row-major weight;
+// - 256-row tile, ring of 2 (the most its shared memory holds): 81.9 / 88.6 -> 77.9 / 83.7 at
+//   M = 256 registered, 87.3 / 93.7 -> 80.1 / 84.7 row-major;
+// - 64-row tile, ring of 4, at fused_mma's split plan (nvfp4_kernels.tiling.wgmma_call_plan):
+//   52.6 / 45.1 us registered and 55.3 / 49.5 row-major at M = 64, against fused_mma's 57.9 /
+//   48.1 and 65.7 / 54.4 (70.3 / 78.3 without the ring at the whole-tile plan).
+// The 192-row tile keeps RING = 0: no ring of it was measured (the 256-row tile with 2 steps was
+// no faster than it at M = 192 on the registered copy).
+constexpr int library_ring(int nact) {
+  return nact == 64 || nact == 128 ? 4 : nact == kWgActRows ? 2 : 0;
 }
 
 // launch_wgmma for either output type, one block a multiprocessor (the plan's waves), with the
-// library's ring for the layout and tile
+// library's ring for the tile
 template <bool RELAYOUT, int NACT>
 cudaError_t launch_either_type(int32_t out_bf16, const void* a, const void* packed, const void* scales, const void* g,
                                const void* bias, void* out, float* workspace, int m, int n, int k,
                                const WgmmaPlan& plan, cudaStream_t stream, void* act_ws) {
-  constexpr int kRing = library_ring(RELAYOUT, NACT);
+  constexpr int kRing = library_ring(NACT);
   return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT, 1, kWgStages, false, kRing>(
                         a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)
                   : launch_wgmma<__half, RELAYOUT, NACT, 1, kWgStages, false, kRing>(
@@ -624,10 +628,11 @@ int nvfp4_launch_fused_wgmma_mma_order(const void* a, void* act_ws, const void* 
 
 // Steps of weights each thread of the fused_wgmma launch for m rows keeps in flight in its own
 // shared-memory ring (0: the register prefetch's one step), on the tile-contiguous copy (`tiled`)
-// or the row-major weight; 0 for m outside 1..256.
-int32_t nvfp4_fused_wgmma_ring_steps(int32_t m, int32_t tiled) {
+// or the row-major weight (the same since the twenty-third session; the argument stays so that
+// the export's callers need not change); 0 for m outside 1..256.
+int32_t nvfp4_fused_wgmma_ring_steps(int32_t m, int32_t /*tiled*/) {
   if (m < 1 || m > nvfp4::kWgActRows) return 0;
-  return nvfp4::library_ring(tiled != 0, nvfp4::mma_order_act_tile(m));
+  return nvfp4::library_ring(nvfp4::mma_order_act_tile(m));
 }
 
 // Rows of the permuted activations nvfp4_launch_fused_wgmma_mma_order needs for m rows (one

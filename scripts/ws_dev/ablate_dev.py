@@ -110,9 +110,9 @@ def main() -> int:
         tiled = layout.tiled_weight(p, s)
         pt, st = tiled.packed, tiled.scales
         w_bf16 = torch.randn(n, k, dtype=torch.bfloat16, device=dev)
-        plan = cuda_backend.fused_wgmma_plan(n, k, 0)
-        plan_two = wgmma_plan(n, k, 2 * sms)  # the library's rule for two blocks an SM
+        plan_two = wgmma_plan(n, k, 2 * sms)  # the whole-tile rule for two blocks an SM
         for m in (int(x) for x in args.ms.split(",")):
+            plan = cuda_backend.fused_wgmma_plan(n, k, m, 0)  # the library's plan at this M
             a = torch.randn(m, k, dtype=torch.bfloat16, device=dev)
             o = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
             copy_us, cublas_us, copied = ws_dev.reference_times(a, w_bf16, flush)

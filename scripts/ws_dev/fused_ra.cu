@@ -78,6 +78,12 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 4)
   NVFP4RA_MMA_ORDER(true, 128, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(true, 256, 1, 3, false, 2)
+  // the ring on the row-major weight beyond the 64-row tile, and the 64-row tile at two blocks an
+  // SM on it (twenty-third session: M = 17..64 through fused_wgmma, and the row-major M = 256
+  // target's margin)
+  NVFP4RA_MMA_ORDER(false, 64, 2, 3, false, 4)
+  NVFP4RA_MMA_ORDER(false, 128, 1, 3, false, 4)
+  NVFP4RA_MMA_ORDER(false, 256, 1, 3, false, 2)
 #endif
 #undef NVFP4RA_MMA_ORDER
   return static_cast<int>(cudaErrorInvalidValue);

@@ -50,7 +50,15 @@ VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 19
             (True, 16, 3, 3, False, 0), (True, 256, 1, 3, True, 0), (True, 128, 1, 5, True, 0),
             (True, 64, 2, 4, True, 0), (True, 64, 1, 8, True, 0), (True, 16, 3, 5, True, 0),
             (True, 64, 1, 3, False, 4), (False, 64, 1, 3, False, 4), (True, 64, 2, 3, False, 4),
-            (True, 128, 1, 3, False, 4), (True, 256, 1, 3, False, 2))
+            (True, 128, 1, 3, False, 4), (True, 256, 1, 3, False, 2), (False, 64, 2, 3, False, 4),
+            (False, 128, 1, 3, False, 4), (False, 256, 1, 3, False, 2))
+
+
+def variant_name(variant: tuple) -> str:
+    """How the rows name a variant, e.g. "tiled 64x2 ring 4" (--variants matches these)."""
+    tiled, nact, min_blocks, stages, staged, ring = variant
+    return (f"{'tiled' if tiled else 'row-major'} {nact}x{min_blocks}"
+            f"{f' staged {stages}' if staged else ''}{f' ring {ring}' if ring else ''}")
 
 
 def norm_splits(steps: int, s: int) -> int:
@@ -59,15 +67,17 @@ def norm_splits(steps: int, s: int) -> int:
     return -(-steps // per)
 
 
-def plans_for(n: int, k: int, slots: int) -> list[tuple[int, int]]:
-    """Uniform splits whose block count stays within three waves of ``slots``, and the library's
-    rule for ``slots`` block slots and for one block an SM (tiling.wgmma_plan)."""
-    from nvfp4_kernels.tiling import wgmma_plan
+def plans_for(n: int, k: int, slots: int, m: int) -> list[tuple[int, int]]:
+    """Uniform splits whose block count stays within three waves of ``slots``, the library's
+    rule for ``slots`` block slots and for one block an SM (tiling.wgmma_plan), and fused_mma's
+    split count for M = ``m`` at no whole tiles (the plan with fused_mma's bits)."""
+    from nvfp4_kernels.tiling import fused_split_count, wgmma_plan
 
     tiles, steps = -(-n // 128), k // 128
     out = {(0, norm_splits(steps, s)) for s in range(1, 9) if tiles * norm_splits(steps, s) <= 3 * slots}
     out.add(wgmma_plan(n, k, slots))
     out.add(wgmma_plan(n, k, SMS))
+    out.add((0, norm_splits(steps, fused_split_count(n, k, m))))
     return sorted(out)
 
 
@@ -97,7 +107,18 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--ms", default="1,16,64,128,192,256")
     parser.add_argument("--quick", action="store_true", help="fewer bit cases and only the library's plan")
+    parser.add_argument("--variants", default="",
+                        help="comma-separated variant names (variant_name, e.g. 'tiled 64x2 ring 4') to check "
+                             "and time; all of VARIANTS by default")
+    parser.add_argument("--bits-ms", default="",
+                        help="comma-separated M of the bit checks (default 1,5,16,17,33,64,129,200,256; "
+                             "1,5,17,64 with --quick)")
     args = parser.parse_args()
+    wanted = [x.strip() for x in args.variants.split(",") if x.strip()]
+    unknown = sorted(set(wanted) - {variant_name(v) for v in VARIANTS})
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {[variant_name(v) for v in VARIANTS]}")
+    variants = tuple(v for v in VARIANTS if not wanted or variant_name(v) in wanted)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     import torch
@@ -142,7 +163,7 @@ def main() -> int:
         return torch.cat(parts, dim=1)
 
     report: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                    "variants": [list(v) for v in VARIANTS], "permutation": [], "bits": [], "rows": []}
+                    "variants": [list(v) for v in variants], "permutation": [], "bits": [], "rows": []}
     failures: list[str] = []
     # the permutation kernel against its definition, with the zero rows it pads a tile with
     for m, rows_out, k in ((1, 1, 128), (1, 16, 256), (3, 64, 1024), (256, 256, 5120), (17, 32, 17408)):
@@ -167,6 +188,8 @@ def main() -> int:
              (300, 1024, "all", g_normal, (torch.bfloat16, torch.float16)),
              (257, 1024, "overflow", g_over, (torch.bfloat16,))]
     ms = (1, 5, 17, 64) if args.quick else (1, 5, 16, 17, 33, 64, 129, 200, 256)
+    if args.bits_ms:
+        ms = tuple(int(x) for x in args.bits_ms.split(","))
     for n, k, kind, g, dtypes in cases:
         packed, scales = ws_dev.make(n, k, n + k, *{"table": (0x30, 0x40), "all": (0, 256),
                                                     "overflow": (0x38, 0x48)}[kind])
@@ -183,7 +206,7 @@ def main() -> int:
                 bias = torch.randn(n, device=dev).to(dtype) if m % 2 else None
                 for plan in sorted(plans):
                     want = expected(a, p, s, g, bias, plan)
-                    for variant in VARIANTS:
+                    for variant in variants:
                         if m > variant[1]:
                             continue
                         got = torch.full((m, n), float("nan"), dtype=dtype, device=dev)
@@ -212,20 +235,22 @@ def main() -> int:
             tiled = (pt, st, layout.scale_byte_range(s))
             mma_us = ws_dev.timer(lambda: cuda_backend.fused_mma(a, p, s, g_normal, None, o, splits=splits,
                                                                  tiled=tiled), flush)
+            mma_row_major_us = ws_dev.timer(lambda: cuda_backend.fused_mma(a, p, s, g_normal, None, o,
+                                                                           splits=splits), flush)
             library_us = ws_dev.timer(lambda: cuda_backend.fused_wgmma(a, p, s, g_normal, None, o, tiled=tiled),
                                       flush)
+            library_row_major_us = ws_dev.timer(lambda: cuda_backend.fused_wgmma(a, p, s, g_normal, None, o), flush)
             permuted = torch.empty((256, k), dtype=a.dtype, device=dev)
             permute_us = ws_dev.timer(lambda: lib.nvfp4ra_permute_act(a.data_ptr(), permuted.data_ptr(), m, m, k,
                                                                       stream()), flush)
             times = {}
-            for variant in VARIANTS:
+            for variant in variants:
                 if m > variant[1]:
                     continue
                 pw, sw = (pt, st) if variant[0] else (p, s)
-                name = (f"{'tiled' if variant[0] else 'row-major'} {variant[1]}x{variant[2]}"
-                        f"{f' staged {variant[3]}' if variant[4] else ''}{f' ring {variant[5]}' if variant[5] else ''}")
+                name = variant_name(variant)
                 plans = ([wgmma_plan(n, k, SMS * variant[2])] if args.quick
-                         else plans_for(n, k, SMS * variant[2]))
+                         else plans_for(n, k, SMS * variant[2], m))
                 for plan in plans:
                     times[f"{name} plan {plan[0]},{plan[1]}"] = ws_dev.timer(
                         lambda pw=pw, sw=sw, plan=plan, variant=variant: launch(a, pw, sw, g_normal, None, o, plan,
@@ -233,12 +258,21 @@ def main() -> int:
             best = min(times, key=times.get)
             report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": copied,
                                    "cublas_bf16_us": cublas_us, "fused_mma_tiled_us": mma_us,
+                                   "fused_mma_row_major_us": mma_row_major_us,
                                    "fused_mma_splits": splits, "fused_wgmma_library_us": library_us,
+                                   "fused_wgmma_library_row_major_us": library_row_major_us,
                                    "permute_us": permute_us, "mma_order_us": times, "best": best})
             b = times[best]
             lines.append(f"{n}x{k} M={m:3d}: copy {copy_us:6.2f} cuBLAS {cublas_us:6.2f} mma {mma_us:6.2f} "
-                         f"wgmma library {library_us:6.2f} permute {permute_us:5.2f} | best {best}: {b:6.2f} us = "
+                         f"(row-major {mma_row_major_us:6.2f}, {splits} splits) "
+                         f"wgmma library {library_us:6.2f} (row-major {library_row_major_us:6.2f}) "
+                         f"permute {permute_us:5.2f} | best {best}: {b:6.2f} us = "
                          f"{copy_us / b:5.1%} of copy, {b / cublas_us:4.2f}x cuBLAS")
+            for variant in variants:  # each variant's fastest plan
+                mine = {key: us for key, us in times.items() if key.startswith(variant_name(variant) + " plan ")}
+                if mine:
+                    fastest = min(mine, key=mine.get)
+                    lines.append(f"    {fastest}: {mine[fastest]:6.2f} us")
     report["failures"] = failures
     (out_dir / "mma-order-dev.json").write_text(json.dumps(report, indent=1))
     print("\n".join(failures[:20]) or
