@@ -121,6 +121,24 @@ def test_schema(results: tuple[Path, dict[str, Any]]) -> None:
             assert row["M"] >= 1, f"rows[{i}]: {row['kernel']} needs M >= 1"
 
 
+def test_no_row_was_timed_with_the_gpu_waiting_on_the_host(results: tuple[Path, dict[str, Any]]) -> None:
+    """A kernel row's times are kernel times only if the host queued its repetitions ahead of the
+    GPU (bench_metrics.host_bound; runs from the twenty-third session on record it, earlier ones do
+    not): a committed run has no row of this project's kernels whose GPU waited on the host, which
+    would state host work as kernel time (rerun the bench on an idle host if one does). A baseline
+    row (torch.compile, cuBLAS) keeps its flag: its host work is the baseline's own."""
+    from nvfp4_harness.nvfp4.bench_metrics import host_bound
+
+    path, data = results
+    ours = ONE_PASS | {"dequant_vec8", "dequant_scalar", "prefill"}
+    for i, row in enumerate(data["rows"]):
+        if "host_bound" in row:
+            assert row["host_bound"] == host_bound(row["enqueue_us"], row["gpu_span_us"]), (path.name, i)
+            assert row["kernel"] not in ours or not row["host_bound"], (
+                f"{path.name} rows[{i}] ({row['kernel']} M={row['M']} {row['N']}x{row['K']}): the GPU waited on the "
+                f"host; its times include host work")
+
+
 def test_every_row_has_a_same_run_copy(results: tuple[Path, dict[str, Any]]) -> None:
     path, data = results
     copies = {row["bytes"]: row["median_us"] for row in data["rows"] if row["kernel"] == "copy"}

@@ -797,3 +797,93 @@ def test_serial_fraction_follows_amdahl() -> None:
     assert serial_fraction(1 / (s + (1 - s) / 4), 4) == pytest.approx(s)
     with pytest.raises(ValueError):
         serial_fraction(1.5, 1)
+
+
+# --- a queued timing loop that the host leads (bench.Runner.time_us, bench_metrics.host_bound) ---
+
+
+def test_host_bound_is_the_hosts_share_of_the_gpus_span() -> None:
+    from nvfp4_harness.nvfp4.bench_metrics import HOST_BOUND_SHARE, host_bound
+
+    assert not host_bound(0.0, 100.0) and not host_bound(30.0, 100.0)
+    assert host_bound(HOST_BOUND_SHARE * 100.0, 100.0) and host_bound(250.0, 100.0)
+    assert not host_bound(HOST_BOUND_SHARE * 100.0 - 0.1, 100.0)
+    for enqueue, span in ((-1.0, 100.0), (10.0, 0.0), (10.0, -5.0)):
+        with pytest.raises(ValueError):
+            host_bound(enqueue, span)
+
+
+class _SimulatedGpu:
+    """A stream in host time: each operation starts when both it has been queued (now) and the
+    previous one has ended, and lasts its duration; an event's time is when the stream reaches it."""
+
+    def __init__(self) -> None:
+        self.free_at = 0.0
+
+    def run(self, us: float) -> None:
+        self.free_at = max(self.free_at, 1e6 * time.perf_counter()) + us
+
+    def reach(self) -> float:
+        self.free_at = max(self.free_at, 1e6 * time.perf_counter())
+        return self.free_at
+
+
+class _FakeCudaTorch:
+    """Just what Runner needs for timing on "cuda": a flush whose zero_ runs on the simulated
+    stream, CUDA events stamped by it, and synchronize."""
+
+    uint8, float32, bfloat16 = torch.uint8, torch.float32, torch.bfloat16
+
+    def __init__(self, flush_us: float) -> None:
+        gpu = self.gpu = _SimulatedGpu()
+
+        class Flush:
+            def zero_(self) -> None:
+                gpu.run(flush_us)
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.at = None
+
+            def record(self) -> None:
+                self.at = gpu.reach()
+
+            def elapsed_time(self, other: Any) -> float:  # ms, as torch's
+                return (other.at - self.at) / 1000.0
+
+        class Cuda:
+            @staticmethod
+            def synchronize() -> None:
+                pass
+
+        self._flush, self.cuda = Flush, Cuda
+        Cuda.Event = Event
+
+    def empty(self, *args: Any, **kwargs: Any) -> Any:
+        return self._flush()
+
+    def tensor(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+
+@pytest.mark.parametrize(("host_us", "kernel_us", "bound"), [(200.0, 3000.0, False), (6000.0, 300.0, True)])
+def test_a_loop_whose_host_falls_behind_is_recorded_as_host_bound(host_us: float, kernel_us: float,
+                                                                  bound: bool) -> None:
+    """With the host ahead (each call's host work shorter than the flush and kernel it follows) the
+    times are the kernel's and the row says host_bound false; with host work longer than both, the
+    GPU waits inside every timed region, the times grow to the host's, and the row says so."""
+    fake = _FakeCudaTorch(flush_us=1000.0)
+
+    def call() -> None:
+        time.sleep(host_us / 1e6)
+        fake.gpu.run(kernel_us)
+
+    runner = bench.Runner(fake, None, reps=6, warmup=1, budget_s=1e9, started=time.monotonic(), device="cuda")
+    runner.copy_us = lambda nbytes, like: 1.0  # the copy row is not what is tested here
+    row = runner.measure("fused_mma", "paths", 8, 1024, 1024, lambda: "checked", call)
+    assert row["host_bound"] is bound
+    assert row["gpu_span_us"] > 0 and row["enqueue_us"] > 0
+    if bound:
+        assert row["median_us"] > 0.8 * host_us
+    else:
+        assert kernel_us <= row["median_us"] < kernel_us + host_us

@@ -85,6 +85,7 @@ from nvfp4_harness.nvfp4.bench_metrics import (  # noqa: F401 - the runner's pub
     fraction_of_copy,
     gemm_bytes,
     gemv_bytes,
+    host_bound,
     kernel_bytes,
     kernel_flops,
     load_layers,
@@ -173,6 +174,8 @@ class Runner:
         self.copy_cache: dict[int, float] = {}
         self.compile_modes: dict[str, str] = {}
         self.aborted: str | None = None
+        #: (host enqueue us, GPU span us) of the last timing loop on the GPU (time_us)
+        self.last_queue: tuple[float, float] | None = None
         self._operands: dict[tuple[int, int, int], Operands] = {}
         self._seed = 1234
 
@@ -190,8 +193,11 @@ class Runner:
 
         Nothing synchronizes inside the loop: the host queues every repetition and the 256 MB
         flush gives it time to stay ahead of the GPU, so launch latency stays out of the region.
+        Whether it did is kept in :attr:`last_queue` (the host's enqueueing time and the GPU's span
+        over the loop, in us; None on the CPU dry run) for :meth:`measure` to record.
         """
         torch = self.torch
+        self.last_queue = None
         for _ in range(self.warmup):
             fn()
         self.sync()
@@ -205,12 +211,15 @@ class Runner:
             return times
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        queued = time.perf_counter()
         for start, end in zip(starts, ends, strict=True):
             self.flush.zero_()
             start.record()
             fn()
             end.record()
+        enqueue_us = 1e6 * (time.perf_counter() - queued)
         torch.cuda.synchronize()
+        self.last_queue = (enqueue_us, 1000.0 * starts[0].elapsed_time(ends[-1]))
         return [1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
     def copy_us(self, nbytes: int, like: dict[str, Any]) -> float:
@@ -245,13 +254,21 @@ class Runner:
                 raise BudgetExceeded(f"skipped: past the {self.budget_s:.0f} s time budget")
             checked = verify()
             stats = summarize(self.time_us(fn))
+            queue = self.last_queue  # before copy_us times the copy
             copy_us = self.copy_us(kernel_bytes(kernel, m, n, k, BLOCK_SIZE, DTYPE), where)
         except Exception as exc:  # recorded, the run goes on
             self.fail(where, exc)
             return None
+        if queue is not None:
+            extra = {**extra, "enqueue_us": round(queue[0], 1), "gpu_span_us": round(queue[1], 1),
+                     "host_bound": host_bound(*queue)}
         row = make_row(kernel, section, m, n, k, BLOCK_SIZE, DTYPE, stats, copy_us, self.reps,
                        verified=checked, **extra)
         self.rows.append(row)
+        if row.get("host_bound"):
+            print(f"[{self.elapsed():6.1f}s] {section:8} {kernel:22} M={str(m):>5} {n}x{k}: HOST-BOUND: the host "
+                  f"queued the repetitions in {queue[0]:.0f} us of the GPU's {queue[1]:.0f}, so the GPU waited "
+                  f"on it and the times include host work", file=sys.stderr, flush=True)
         print(f"[{self.elapsed():6.1f}s] {section:8} {kernel:22} M={str(m):>5} {n}x{k}: "
               f"{row['median_us']:9.2f} us  {tb_per_s(row['bytes'], row['median_us']):5.2f} TB/s  "
               f"{100 * fraction_of_copy(row):5.1f}% of copy", file=sys.stderr, flush=True)

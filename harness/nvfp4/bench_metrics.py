@@ -222,6 +222,24 @@ def fraction_of_copy(row: dict[str, Any]) -> float:
 # --- rows ---------------------------------------------------------------------------------------
 
 
+#: the share of the GPU's span over a queued timing loop (first start event to last end event) at
+#: or above which the host's enqueueing of that loop counts as having led the GPU: see host_bound
+HOST_BOUND_SHARE = 0.9
+
+
+def host_bound(enqueue_us: float, gpu_span_us: float) -> bool:
+    """Whether a queued timing loop (bench.Runner.time_us: flush, event, call, event, repeated, one
+    synchronize after) was led by the host rather than the GPU. The loop's times are kernel times
+    only while the host stays ahead: then it finishes queueing well before the GPU finishes running
+    (on the H200 about 0.3 of the span for a fused call after a 256 MB flush). When a call's host
+    work outlasts the GPU's flush and kernel, the GPU waits inside the timed region and follows the
+    host, and the host's enqueueing takes about the whole span: the first H100 bench of the
+    twenty-third session had fused_wgmma rows at 2-5x their kernel time that way (benchmarks/NOTES.md)."""
+    if enqueue_us < 0 or gpu_span_us <= 0:
+        raise ValueError(f"need enqueue_us >= 0 and gpu_span_us > 0, got {enqueue_us} and {gpu_span_us}")
+    return enqueue_us >= HOST_BOUND_SHARE * gpu_span_us
+
+
 def make_row(kernel: str, section: str, m: int | None, n: int, k: int, block_size: int, dtype: str,
              stats: dict[str, float], copy_us: float, reps: int, **extra: Any) -> dict[str, Any]:
     """One result row; ``bytes`` and ``flops`` are computed here, never passed in."""

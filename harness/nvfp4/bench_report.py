@@ -318,7 +318,9 @@ def _method_lines(prov: dict[str, Any]) -> list[str]:
         f"- Each row is timed with CUDA events around the kernel region only, {prov.get('reps')} repetitions "
         f"after {prov.get('warmup')} warm-up calls; the figure is the median (p10-p90 beside it).",
         f"- Before every repetition a {flush_mb} MB buffer is written, evicting the L2, so operands come "
-        "from HBM. Repetitions are queued without host synchronization.",
+        "from HBM. Repetitions are queued without host synchronization, so a call's host work stays out of "
+        "its time only while the host queues ahead of the GPU; rows since 2026-12-05 record whether it did "
+        "(`host_bound`: the host took at least 0.9 of the GPU's span to queue them).",
         "- **% of copy** is the achieved bandwidth over that of `dst.copy_(src)` moving the same bytes "
         "(read + written), timed the same way in the same run right after the row: the ceiling is measured, "
         "not a datasheet figure. The copy's half-size is rounded up to a multiple of 4 KiB (at most 4095 bytes "
