@@ -887,3 +887,18 @@ def test_a_loop_whose_host_falls_behind_is_recorded_as_host_bound(host_us: float
         assert row["median_us"] > 0.8 * host_us
     else:
         assert kernel_us <= row["median_us"] < kernel_us + host_us
+
+
+def test_host_bound_rows_get_a_section_of_their_own_in_benchmarks_md() -> None:
+    """A run with rows whose GPU waited on the host lists them under their own heading, with the
+    host's queueing time beside the GPU's span; a run without (or from before the flag) has none."""
+    ahead = {"section": "dequant", "kernel": "dequant_vec8", "M": None, "N": 4096, "K": 4096, "median_us": 17.3,
+             "enqueue_us": 2100.0, "gpu_span_us": 7000.0, "host_bound": False}
+    behind = {"section": "compile", "kernel": "torch_compile_dequant", "M": None, "N": 4096, "K": 4096,
+              "median_us": 75.12, "enqueue_us": 7400.0, "gpu_span_us": 7500.0, "host_bound": True}
+    lines = bench_report._host_bound_lines({"rows": [ahead, behind]})
+    assert "## Rows timed with the GPU waiting on the host" in lines
+    assert "| compile | torch_compile_dequant | - | 4096 x 4096 | 75.12 | 7400 | 7500 |" in lines
+    assert not any("dequant_vec8" in line for line in lines)
+    assert bench_report._host_bound_lines({"rows": [ahead]}) == []
+    assert bench_report._host_bound_lines({"rows": [{k: v for k, v in behind.items() if k != "host_bound"}]}) == []

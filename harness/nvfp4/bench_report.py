@@ -482,6 +482,21 @@ def _failure_lines(results: dict[str, Any]) -> list[str]:
                     f["message"][:200].replace("|", "/").replace("\n", " ")] for f in fails])
 
 
+def _host_bound_lines(results: dict[str, Any]) -> list[str]:
+    """The rows whose GPU waited on the host while they were timed (``host_bound``, recorded since
+    2026-12-05): their medians include host work, so they are not kernel times; the section exists
+    only when a run has such rows."""
+    rows = [r for r in results.get("rows", []) if r.get("host_bound")]
+    if not rows:
+        return []
+    return ["", "## Rows timed with the GPU waiting on the host", "",
+            "Their times include host work (the host took this long to queue the repetitions that the GPU "
+            "ran in the span beside it), so they are not kernel times; compare them with care.", ""] + _table(
+        ["section", "kernel", "M", "N x K", "median us", "host queued us", "GPU span us"],
+        [[r["section"], r["kernel"], str(r["M"] if r["M"] is not None else "-"), f"{r['N']} x {r['K']}",
+          _us(r["median_us"]), f"{r['enqueue_us']:.0f}", f"{r['gpu_span_us']:.0f}"] for r in rows])
+
+
 def render_markdown(results: dict[str, Any], source_name: str, png_link: str = DEFAULT_PNG_LINK,
                     multi_gpu: tuple[str, dict[str, Any]] | None = None,
                     host: tuple[str, dict[str, Any]] | None = None,
@@ -528,6 +543,7 @@ def render_markdown(results: dict[str, Any], source_name: str, png_link: str = D
 
         lines += ["", benchmarks_md.render(onnxruntime).rstrip("\n")]
     lines += ["", "## Failures", ""] + _failure_lines(results)
+    lines += _host_bound_lines(results)
     lines += ["", "## CPU-side costs", "",
               "The host-side costs (reference dequantization, SHA-256 hashing, dispatcher and listener overhead "
               "per call) are pytest-benchmark tests: `pytest suites/test_bench_cpu.py --benchmark-only`.", ""]

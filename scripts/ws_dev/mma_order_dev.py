@@ -51,7 +51,8 @@ VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 19
             (True, 64, 2, 4, True, 0), (True, 64, 1, 8, True, 0), (True, 16, 3, 5, True, 0),
             (True, 64, 1, 3, False, 4), (False, 64, 1, 3, False, 4), (True, 64, 2, 3, False, 4),
             (True, 128, 1, 3, False, 4), (True, 256, 1, 3, False, 2), (False, 64, 2, 3, False, 4),
-            (False, 128, 1, 3, False, 4), (False, 256, 1, 3, False, 2))
+            (False, 128, 1, 3, False, 4), (False, 256, 1, 3, False, 2), (True, 192, 1, 3, False, 4),
+            (False, 192, 1, 3, False, 4))
 
 
 def variant_name(variant: tuple) -> str:
