@@ -558,7 +558,7 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     import torch
     from nvfp4_kernels.model import WGMMA_MAX_M
     from nvfp4_kernels.reference import FUSED_STEP_K
-    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS
+    from nvfp4_kernels.tiling import WGMMA_TILE_ROWS, nonempty_ranges
 
     m, n, k, bf16 = _check_matmul_operands("fused_wgmma kernel", a, packed, scales, g, bias, out, WGMMA_MAX_M,
                                            FUSED_STEP_K)
@@ -574,7 +574,7 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
         plan = fused_wgmma_plan(n, k, m, index)
     whole, splits = plan
     tiles, steps = -(-n // WGMMA_TILE_ROWS), k // FUSED_STEP_K
-    if not (0 <= whole <= tiles and 1 <= splits <= steps and -(-steps // -(-steps // splits)) == splits):
+    if not (0 <= whole <= tiles and 1 <= splits <= steps and nonempty_ranges(steps, splits) == splits):
         raise ValueError(f"plan must be (whole_tiles in [0, {tiles}], splits in [1, {steps}] with equal non-empty "
                          f"ranges of ceil({steps} / splits) steps), got {plan!r}")
     lib = _lib if _lib is not None else load_library()

@@ -180,6 +180,19 @@ def _single_wave_split_count(tiles: int, steps: int, sms: int, counts: list[int]
 WGMMA_TILE_ROWS = 128
 
 
+def nonempty_ranges(steps: int, splits: int) -> int:
+    """How many K ranges ``splits`` equal ranges of ceil(steps / splits) steps make once the empty
+    ones at the end are dropped: the count the fused_wgmma kernel takes for the same ranges (it
+    accepts ``splits`` only where this equals it)."""
+    return -(-steps // -(-steps // splits))
+
+
+def _check_wgmma_shape(n: int, k: int) -> None:
+    if n < 1 or k < FUSED_STEP_K or k % FUSED_STEP_K:
+        raise ValueError(f"the fused_wgmma kernel needs N >= 1 and K a positive multiple of {FUSED_STEP_K}, "
+                         f"got N={n}, K={k}")
+
+
 #: the largest M whose fused_wgmma call runs fused_mma's split count (wgmma_call_plan): the M
 #: the kernel's narrowest activation tile holds (kMmaOrderActTiles[0] in fused_wgmma.cu, which
 #: ``nvfp4_fused_wgmma_act_rows`` reports and a CPU test compares)
@@ -205,12 +218,8 @@ def wgmma_call_plan(n: int, k: int, m: int, sms: int = H200_SMS,
         raise ValueError(f"m must be an int >= 1, got {m!r}")
     if m > WGMMA_FUSED_MMA_PLAN_MAX_M:
         return wgmma_plan(n, k, sms)
-    if n < 1 or k < FUSED_STEP_K or k % FUSED_STEP_K:  # wgmma_plan's refusal, for either branch
-        raise ValueError(f"the fused_wgmma kernel needs N >= 1 and K a positive multiple of {FUSED_STEP_K}, "
-                         f"got N={n}, K={k}")
-    steps = k // FUSED_STEP_K
-    per = -(-steps // fused_split_count(n, k, m, sms, fused_blocks_per_sm))
-    return 0, -(-steps // per)  # the same ranges, counted as the kernel counts them (none empty)
+    _check_wgmma_shape(n, k)
+    return 0, nonempty_ranges(k // FUSED_STEP_K, fused_split_count(n, k, m, sms, fused_blocks_per_sm))
 
 
 def wgmma_plan(n: int, k: int, sms: int = H200_SMS) -> tuple[int, int]:
@@ -226,9 +235,7 @@ def wgmma_plan(n: int, k: int, sms: int = H200_SMS) -> tuple[int, int]:
     large shapes at M = 128..256: 17408 x 5120 (136 tiles) runs 132 whole tiles and splits 4 in
     20 (99.7 us at M = 256, against 165.3 with one split and 155.3 with two), 5120 x 17408 (40
     tiles) splits all in 3 (107.5 us, against 142.3 and 149.5 with 2 and 4)."""
-    if n < 1 or k < FUSED_STEP_K or k % FUSED_STEP_K:
-        raise ValueError(f"the fused_wgmma kernel needs N >= 1 and K a positive multiple of {FUSED_STEP_K}, "
-                         f"got N={n}, K={k}")
+    _check_wgmma_shape(n, k)
     if sms < 1:
         raise ValueError(f"sms must be >= 1, got {sms}")
     tiles, steps = -(-n // WGMMA_TILE_ROWS), k // FUSED_STEP_K
@@ -236,6 +243,4 @@ def wgmma_plan(n: int, k: int, sms: int = H200_SMS) -> tuple[int, int]:
     left = tiles - whole
     if left == 0:
         return whole, 1
-    wanted = max(1, min(sms // left, steps))
-    per = -(-steps // wanted)
-    return whole, -(-steps // per)
+    return whole, nonempty_ranges(steps, max(1, min(sms // left, steps)))

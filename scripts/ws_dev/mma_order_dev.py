@@ -64,8 +64,9 @@ def variant_name(variant: tuple) -> str:
 
 def norm_splits(steps: int, s: int) -> int:
     """The split count whose equal ranges of ceil(steps / s) steps are all non-empty."""
-    per = -(-steps // max(1, min(s, steps)))
-    return -(-steps // per)
+    from nvfp4_kernels.tiling import nonempty_ranges
+
+    return nonempty_ranges(steps, max(1, min(s, steps)))
 
 
 def plans_for(n: int, k: int, slots: int, m: int) -> list[tuple[int, int]]:
