@@ -10,8 +10,10 @@ that a wrong kernel gets no time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import types
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -902,3 +904,73 @@ def test_host_bound_rows_get_a_section_of_their_own_in_benchmarks_md() -> None:
     assert not any("dequant_vec8" in line for line in lines)
     assert bench_report._host_bound_lines({"rows": [ahead]}) == []
     assert bench_report._host_bound_lines({"rows": [{k: v for k, v in behind.items() if k != "host_bound"}]}) == []
+
+
+class _StubGraphCuda:
+    """Stands in for ``torch.cuda`` in :meth:`bench.Runner._replayed_baseline`: streams that do
+    nothing, and a CUDAGraph whose capture runs the function once (and can be told to fail) and
+    whose replay counts."""
+
+    def __init__(self, fail: bool) -> None:
+        self.fail, self.replays, self.captures = fail, 0, 0
+        stub = self
+
+        class Graph:
+            def replay(self) -> None:
+                stub.replays += 1
+
+        class Capture:
+            def __init__(self, graph: Graph) -> None:
+                pass
+
+            def __enter__(self) -> None:
+                stub.captures += 1
+                if stub.fail:
+                    raise RuntimeError("operation not permitted when stream is capturing")
+
+            def __exit__(self, *exc: object) -> None:
+                return None
+
+        self.CUDAGraph, self.graph = Graph, Capture
+
+    class _Stream:
+        def wait_stream(self, other: object) -> None:
+            return None
+
+    def Stream(self) -> _Stream:  # noqa: N802 - torch.cuda's name
+        return self._Stream()
+
+    def current_stream(self) -> _Stream:
+        return self._Stream()
+
+    def stream(self, s: object) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_compiled_baseline_is_timed_from_a_graph_replay_and_keeps_its_eager_time(fail: bool) -> None:
+    """The torch.compile row times the compiled kernels by graph replay (its eager calls were
+    host-bound on the small shapes), keeps the eager loop's median in the row, and falls back to the
+    eager loop, saying why, when capture fails."""
+    runner = bench.Runner(torch, ReferenceBackend(), reps=3, warmup=1, budget_s=1e9, started=time.monotonic(),
+                          device="cpu", compile_backend="aot_eager", flush_bytes=1 << 10)
+    stub = _StubGraphCuda(fail)
+    runner.torch = types.SimpleNamespace(cuda=stub)
+    calls: list[int] = []
+
+    def run() -> None:
+        calls.append(1)
+
+    timed, extra, mode = runner._replayed_baseline(run, "torch.compile (inductor, dynamic=False)")
+    assert calls and extra["eager_median_us"] > 0  # the eager loop was timed first
+    timed_loop = runner.warmup + runner.reps
+    assert stub.captures == 1
+    before = len(calls)
+    timed()
+    if fail:  # the eager loop, one side-stream warm-up, no captured call; the row times eager calls
+        assert before == timed_loop + 1 and timed is run and len(calls) == before + 1 and stub.replays == 0
+        assert mode.startswith("torch.compile (inductor, dynamic=False), eager (CUDA graph capture failed: "
+                               "RuntimeError: operation not permitted")
+    else:  # ... and the captured call; timing replays the graph without calling Python again
+        assert before == timed_loop + 2 and len(calls) == before and stub.replays == 1
+        assert mode == "torch.compile (inductor, dynamic=False), replayed from a CUDA graph"
