@@ -974,3 +974,14 @@ def test_the_compiled_baseline_is_timed_from_a_graph_replay_and_keeps_its_eager_
     else:  # ... and the captured call; timing replays the graph without calling Python again
         assert before == timed_loop + 2 and len(calls) == before and stub.replays == 1
         assert mode == "torch.compile (inductor, dynamic=False), replayed from a CUDA graph"
+
+
+def test_the_dequant_table_shows_a_replayed_baselines_eager_time_and_flag() -> None:
+    base = {"section": "compile", "kernel": "torch_compile_dequant", "M": None, "N": 4096, "K": 4096,
+            "median_us": 16.2, "p10_us": 16.0, "p90_us": 16.5, "bytes": 43_000_000, "copy_us": 18.0}
+    replayed = {**base, "eager_median_us": 75.12, "eager_host_bound": True}
+    assert bench_report._dequant_label(base) == "torch.compile LUT"
+    assert bench_report._dequant_label(replayed) == "torch.compile LUT (graph replay; eager calls 75.12 us, host-bound)"
+    assert bench_report._dequant_label({**replayed, "eager_host_bound": False}).endswith("eager calls 75.12 us)")
+    table = "\n".join(bench_report._dequant_lines({"rows": [replayed]}))
+    assert "| 4096 x 4096 | torch.compile LUT (graph replay; eager calls 75.12 us, host-bound) | 16.20 |" in table
