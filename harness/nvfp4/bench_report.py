@@ -320,7 +320,10 @@ def _method_lines(prov: dict[str, Any]) -> list[str]:
         f"- Before every repetition a {flush_mb} MB buffer is written, evicting the L2, so operands come "
         "from HBM. Repetitions are queued without host synchronization, so a call's host work stays out of "
         "its time only while the host queues ahead of the GPU; rows since 2026-12-05 record whether it did "
-        "(`host_bound`: the host took at least 0.9 of the GPU's span to queue them).",
+        "(`host_bound`: the host took at least 0.9 of the GPU's span to queue them). The torch.compile "
+        "baseline's eager calls can cost more host time than its kernels take, so where its mode (below) "
+        "says \"replayed from a CUDA graph\" its kernels were timed by replaying one captured graph, with "
+        "the eager calls' median beside them.",
         "- **% of copy** is the achieved bandwidth over that of `dst.copy_(src)` moving the same bytes "
         "(read + written), timed the same way in the same run right after the row: the ceiling is measured, "
         "not a datasheet figure. The copy's half-size is rounded up to a multiple of 4 KiB (at most 4095 bytes "
