@@ -218,6 +218,32 @@ def kernel_sass(tmp_path_factory) -> dict[str, list[str]]:
     return functions
 
 
+def _dev_cubin_sass(out_dir: Path, *defines: str) -> dict[str, list[str]]:
+    """The SASS of scripts/ws_dev/fused_ra.cu (the fused_wgmma dev variants, built as ra_dev.py
+    builds them) with extra ``-D`` defines."""
+    repo = Path(__file__).resolve().parents[1]
+    cubin = out_dir / "fused_ra.cubin"
+    done = subprocess.run([build.find_nvcc(), *build.BASE_FLAGS, "-arch=sm_90a", "-cubin", *(f"-D{d}" for d in defines),
+                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}", "-o", str(cubin),
+                           str(repo / "scripts" / "ws_dev" / "fused_ra.cu")], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {name: ins for name, ins in dump_sass(cubin).items() if "nvfp4_fused_wgmma_kernel" in name}
+
+
+@pytest.fixture(scope="session")
+def dev_wgmma_sass(tmp_path_factory) -> dict[str, list[str]]:
+    """Every fused_wgmma kernel of the dev build: since every library tile has a ring (the 192-row
+    tile's since the twenty-fourth session), the register-prefetch kernels (RING = 0) that the dev
+    variants still launch are only here."""
+    return _dev_cubin_sass(tmp_path_factory.mktemp("dev"))
+
+
+def _mangled(tiled: bool, nact: int, minb: int, stages: int, staged: bool, ring: int) -> str:
+    """The template arguments' part of a fused_wgmma kernel's mangled name."""
+    return f"Lb{int(tiled)}ELi{nact}ELi{minb}ELi{stages}ELb{int(staged)}ELi{ring}E"
+
+
 def _select(functions: dict[str, list[str]], fragment: str, dtype: str) -> dict[str, list[str]]:
     tag = {"half": "6__half", "bf16": "13__nv_bfloat16"}[dtype]
     chosen = {name: ins for name, ins in functions.items() if fragment in name and tag in name}
@@ -259,11 +285,17 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
 
 
 #: the ring of weight steps (fused_wgmma.cu's library_ring) of each (RELAYOUT, NACT) the library
-#: launches: 4 at the 64- and 128-row tiles and 2 at the 256-row tile, on either layout, which the
-#: H200 measured faster (benchmarks/NOTES.md, twenty-first and twenty-third sessions); the 192-row
-#: tile keeps the register prefetch (0). test_cuda_build checks the library's own answer
+#: launches: 4 at the 64-, 128- and 192-row tiles and 2 at the 256-row tile, on either layout, which
+#: measured faster (benchmarks/NOTES.md, twenty-first, twenty-third and twenty-fourth sessions; the
+#: 192-row tile's on an H100). test_cuda_build checks the library's own answer
 #: (nvfp4_fused_wgmma_ring_steps).
-LIBRARY_RINGS = {(relayout, nact): ring for relayout in "01" for nact, ring in (("64", 4), ("128", 4), ("256", 2))}
+LIBRARY_RINGS = {(relayout, nact): ring for relayout in "01"
+                 for nact, ring in (("64", 4), ("128", 4), ("192", 4), ("256", 2))}
+
+
+#: (tiled, NACT) of the dev build's register-prefetch kernels (RING = 0, one block an SM, three
+#: stages, nothing staged) that the contracts check beside the library's ringed ones
+PREFETCH_DEV_KERNELS = ((True, 256), (False, 256), (True, 192), (True, 128))
 
 
 def _wgmma_template(name: str) -> tuple[str, str, str, str, str, int]:
@@ -313,7 +345,8 @@ def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
-def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kernel_sass, dtype: str) -> None:
+def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kernel_sass, dev_wgmma_sass,
+                                                                           dtype: str) -> None:
     """What fused_mma's K order is for (benchmarks/NOTES.md, sixteenth session): each lane's 32 codes
     of a row and step lie in two scale blocks, so two decode tables a row and step where the natural
     order needed eight. The PRMT count is at least the algorithm's for two tables
@@ -326,34 +359,43 @@ def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kerne
     no global scale load. The narrower tiles are the same kernel with a narrower wgmma: the same
     PRMTs as the kernels that load alike within less than one decode table's four (which the
     scheduler may move) and as many 16-byte weight loads. The activation permutation moves 4-byte
-    pairs: four 32-bit loads and a 16-byte store of a permuted chunk, or of zeros past M."""
-    by = {key: opcodes(ins) for key, ins in _wgmma_instantiations(kernel_sass, dtype).items()}
-    ringed = {key for key in by if LIBRARY_RINGS.get(key, 0)}
-    for (relayout, nact), ops in by.items():
+    pairs: four 32-bit loads and a 16-byte store of a permuted chunk, or of zeros past M. Every
+    library tile has a ring, so the register-prefetch kernels checked beside them are the dev
+    build's (:data:`PREFETCH_DEV_KERNELS`)."""
+    # (RELAYOUT, NACT, RING): the library's kernels, and the dev build's register-prefetch kernels
+    # (no ring; one block an SM, three stages, nothing staged, as the library's) on either layout
+    by = {(relayout, nact, LIBRARY_RINGS.get((relayout, nact), 0)): opcodes(ins)
+          for (relayout, nact), ins in _wgmma_instantiations(kernel_sass, dtype).items()}
+    tag = {"half": "6__half", "bf16": "13__nv_bfloat16"}[dtype]
+    for tiled, nact in PREFETCH_DEV_KERNELS:
+        found = [ins for name, ins in dev_wgmma_sass.items() if _mangled(tiled, nact, 1, 3, False, 0) in name
+                 and tag in name]
+        assert len(found) == 1, (tiled, nact)
+        by[(str(int(tiled)), str(nact), 0)] = opcodes(found[0])
+    for (relayout, nact, ring), ops in by.items():
         floor = _decode_prmts(placed=relayout == "1")
-        assert floor <= _count(ops, "PRMT") < floor + 32, (relayout, nact, _count(ops, "PRMT"), floor)
-        if (relayout, nact) in ringed:  # the same 16-byte pieces, through the ring (ring_copy_problems)
-            assert _count(ops, "LDS.128") == 2 and _count(ops, "LDG.E.128") == 0, (relayout, nact)
+        assert floor <= _count(ops, "PRMT") < floor + 32, (relayout, nact, ring, _count(ops, "PRMT"), floor)
+        if ring:  # the same 16-byte pieces, through the ring (ring_copy_problems)
+            assert _count(ops, "LDS.128") == 2 and _count(ops, "LDG.E.128") == 0, (relayout, nact, ring)
         else:
-            assert _count(ops, "LDG.E.128") == _count(by[("0", "192")], "LDG.E.128") > 0, (relayout, nact)
-        assert _count(ops, "LDG.E.64") == 0, (relayout, nact)
+            assert _count(ops, "LDG.E.128") == _count(by[("0", "256", 0)], "LDG.E.128") > 0, (relayout, nact)
+        assert _count(ops, "LDG.E.64") == 0, (relayout, nact, ring)
         # as many PRMTs as the other kernels that load their weights the same way
-        alike = [key for key in by if key[0] == relayout and (key in ringed) == ((relayout, nact) in ringed)]
-        assert max(abs(_count(ops, "PRMT") - _count(by[key], "PRMT")) for key in alike) < 4, (relayout, nact)
-    per_tile = _count(by[("0", "128")], "LDG.E.U16") - _count(by[("0", "64")], "LDG.E.U16")
-    # the scale loads of a kernel without a ring (the 192-row tile's)
-    unringed_scale_loads = _count(by[("0", "192")], "LDG.E.U16") - 3 * per_tile
-    for relayout in "01":
-        # The epilogue's 16-bit bias loads grow with the activation tile, per_tile for every 64
-        # rows; the scale loads do not. What does not grow is at least one 16-bit scale load for
-        # each of the thread's two rows in the prologue and in the loop; a ring's kernel loads its
-        # scale words by cp.async (ring_copy_problems) and has only the bias loads.
-        for (r, nact), ops in by.items():
-            if r == relayout:
-                scale_loads = _count(ops, "LDG.E.U16") - int(nact) // 64 * per_tile
-                assert scale_loads == (0 if (r, nact) in ringed else unringed_scale_loads)
-        assert unringed_scale_loads >= 2 * 2
-    assert _count(by[("1", "256")], "PRMT") < _count(by[("0", "256")], "PRMT")
+        alike = [key for key in by if key[0] == relayout and bool(key[2]) == bool(ring)]
+        assert max(abs(_count(ops, "PRMT") - _count(by[key], "PRMT")) for key in alike) < 4, (relayout, nact, ring)
+    per_tile = _count(by[("0", "128", 4)], "LDG.E.U16") - _count(by[("0", "64", 4)], "LDG.E.U16")
+    assert per_tile > 0
+    # The epilogue's 16-bit bias loads grow with the activation tile, per_tile for every 64 rows;
+    # the scale loads do not. What does not grow is, without a ring, at least one 16-bit scale load
+    # for each of the thread's two rows in the prologue and in the loop, the same count in every such
+    # kernel; a ring's kernel loads its scale words by cp.async (ring_copy_problems) and has only
+    # the bias loads.
+    scale_loads = {key: _count(ops, "LDG.E.U16") - int(key[1]) // 64 * per_tile for key, ops in by.items()}
+    assert {n for key, n in scale_loads.items() if key[2]} == {0}, scale_loads
+    unringed = {n for key, n in scale_loads.items() if not key[2]}
+    assert len(unringed) == 1 and min(unringed) >= 2 * 2, scale_loads
+    assert _count(by[("1", "256", 2)], "PRMT") < _count(by[("0", "256", 2)], "PRMT")
+    assert _count(by[("1", "256", 0)], "PRMT") < _count(by[("0", "256", 0)], "PRMT")
     permute = [ins for name, ins in kernel_sass.items() if "nvfp4_wgmma_permute_act_kernel" in name]
     assert len(permute) == 1
     permute_ops = opcodes(permute[0])
@@ -362,70 +404,63 @@ def test_fused_wgmma_decodes_two_tables_a_row_and_step_with_one_load_a_row(kerne
 
 
 def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_weight_loads(
-        kernel_sass, tmp_path: Path) -> None:
+        kernel_sass, dev_wgmma_sass, tmp_path: Path) -> None:
     """scripts/ws_dev/ablate_dev.py times fused_wgmma with parts compiled out
     (-DNVFP4_WGMMA_ABLATE, built by ra_dev.py --ablations); its reading is only as good as the
     ablation. With every part out (7): no HGMMA, no decode (no E4M3 scale conversion, which the
-    decode starts with and nothing else in the kernel does), and half the library kernel's 16-byte weight loads
-    (only the first step's). (ptxas keeps an empty HGMMA, all operands zero registers, for the
-    kept wgmma commit and wait: not an MMA.) The library's own build never defines the macro: its
-    kernels keep the HGMMAs and the decode (the contract tests above)."""
-    repo = Path(__file__).resolve().parents[1]
-    cubin = tmp_path / "ablated.cubin"
-    done = subprocess.run([build.find_nvcc(), *build.BASE_FLAGS, "-arch=sm_90a", "-cubin", "-DNVFP4_WGMMA_ABLATE=7",
-                           f"-I{repo / 'kernels' / 'cuda'}", f"-I{repo / 'scripts' / 'ws_dev'}", "-o", str(cubin),
-                           str(repo / "scripts" / "ws_dev" / "fused_ra.cu")], capture_output=True, text=True,
-                          check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    ablated_ins = {name: ins for name, ins in dump_sass(cubin).items() if "nvfp4_fused_wgmma_kernel" in name}
+    decode starts with and nothing else in the kernel does), and, without a ring, half the same
+    kernel's 16-byte weight loads in the full dev build (only the first step's). (ptxas keeps an
+    empty HGMMA, all operands zero registers, for the kept wgmma commit and wait: not an MMA.) The
+    library's own build never defines the macro: its kernels keep the HGMMAs and the decode (the
+    contract tests above)."""
+    ablated_ins = _dev_cubin_sass(tmp_path, "NVFP4_WGMMA_ABLATE=7")
     ablated = {name: opcodes(ins) for name, ins in ablated_ins.items()}
     library = {name: opcodes(ins) for name, ins in kernel_sass.items() if "nvfp4_fused_wgmma_kernel" in name}
     # and the dev variants ablate_dev.py times beside the library's launch, in both types
-    sys.path.insert(0, str(repo / "scripts" / "ws_dev"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
     try:
         from ablate_dev import RING_OF_4, TWO_BLOCKS
     finally:
         sys.path.pop(0)
-
-    def mangled(tiled: bool, nact: int, minb: int, stages: int, staged: bool, ring: int) -> str:
-        return f"Lb{int(tiled)}ELi{nact}ELi{minb}ELi{stages}ELb{int(staged)}ELi{ring}E"
-
     # the two-blocks variant is the ablation build's own; the ring of 4 at 64 rows is the library's
     # tiled 64-row kernel (library_ring), built once
     assert len(ablated) == len(library) + 2, sorted(ablated)
     for variant in (TWO_BLOCKS, RING_OF_4):
-        assert sum(mangled(*variant) in name for name in ablated) == 2, (variant, sorted(ablated))
+        assert sum(_mangled(*variant) in name for name in ablated) == 2, (variant, sorted(ablated))
     # the ring's copies: each thread's bytes by cp.async into shared memory, read back from there,
     # and no 16-byte global load of the weights
     for name, ops in ablated.items():
-        if mangled(*RING_OF_4) in name:
+        if _mangled(*RING_OF_4) in name:
             assert _count(ops, "LDGSTS") >= 4 and _count(ops, "LDS.128") >= 2, name
             assert _count(ops, "LDG.E.128") == 0, name
-    full_loads = {_count(ops, "LDG.E.128") for name, ops in library.items() if _wgmma_template(name)[5] == 0}
-    assert len(full_loads) == 1 and min(full_loads) > 0
+    unringed = [name for name in ablated if _wgmma_template(name)[5] == 0]
+    assert len(unringed) == 2 and all(_mangled(*TWO_BLOCKS) in name for name in unringed), unringed
     for name, ops in ablated.items():
         mmas = [i for i in ablated_ins[name] if "HGMMA" in i and "gdesc[URZ]" not in i]
         assert mmas == [], (name, mmas[:2])
         assert not any(".E4M3." in o for o in ops), name
-        if _wgmma_template(name)[5] == 0:  # a ring copies its bytes (ring_copy_problems) and ignores bit 4
-            assert 2 * _count(ops, "LDG.E.128") == min(full_loads), name
+        if name in unringed:  # a ring copies its bytes (ring_copy_problems) and ignores bit 4
+            full = _count(opcodes(dev_wgmma_sass[name]), "LDG.E.128")
+            assert full > 0 and 2 * _count(ops, "LDG.E.128") == full, (name, full)
     for name, ops in library.items():
         assert any(o.startswith("HGMMA") for o in ops) and any(".E4M3." in o for o in ops), name
 
 
-def test_wgmma_checker_reports_what_the_kernel_must_not_do(kernel_sass, bad_sass) -> None:
+def test_wgmma_checker_reports_what_the_kernel_must_not_do(dev_wgmma_sass, bad_sass) -> None:
     text = " | ".join(check_wgmma(bad_sass["bad_gemv"]) + check_wgmma(bad_sass["bad_dequant"]))
     for expected in ("no warpgroup MMA", "no 16-byte global load", "local memory", "CALL",
                      "the table decode is missing"):
         assert expected in text, expected
-    # a kernel with the register prefetch (no ring: the 192-row tile's), which passes as it is
-    ins = _wgmma_instantiations(kernel_sass, "bf16")[("0", "192")]
-    assert check_wgmma(ins, 192) == []
+    # a kernel with the register prefetch (no ring: the dev build's row-major 256-row tile), which
+    # passes as it is
+    ins = next(ins for name, ins in dev_wgmma_sass.items()
+               if _mangled(False, 256, 1, 3, False, 0) in name and "13__nv_bfloat16" in name)
+    assert check_wgmma(ins, 256) == []
     # the same kernel with its weights staged through shared memory, or an MMA reading A from it
     staged = [re.sub(r"^((?:@!?U?P\w+\s+)?)LDG\.E\.128", r"\1LDS.128", i) for i in ins]
-    assert staged != ins and any("shared-memory load" in p for p in check_wgmma(staged, 192))
+    assert staged != ins and any("shared-memory load" in p for p in check_wgmma(staged, 256))
     by_desc = [re.sub(r"(HGMMA\S+ R\d+, )R\d+,", r"\1gdesc[UR4],", i) for i in ins]
-    assert by_desc != ins and "an HGMMA that is not m64n192k16 with A from registers" in check_wgmma(by_desc, 192)
+    assert by_desc != ins and "an HGMMA that is not m64n256k16 with A from registers" in check_wgmma(by_desc, 256)
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])

@@ -84,7 +84,8 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   NVFP4RA_MMA_ORDER(false, 64, 2, 3, false, 4)
   NVFP4RA_MMA_ORDER(false, 128, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(false, 256, 1, 3, false, 2)
-  // the 192-row tile with a ring (its shared memory holds 4 steps; the library keeps it at 0)
+  // the 192-row tile with a ring (its shared memory holds 4 steps; the library's since the
+  // twenty-fourth session)
   NVFP4RA_MMA_ORDER(true, 192, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(false, 192, 1, 3, false, 4)
 #endif
