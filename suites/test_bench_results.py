@@ -1127,3 +1127,45 @@ def test_fused_wgmma_cannot_stream_its_weights_nor_decode_and_multiply_within_th
         assert us["fused_wgmma decode + MMA (no loads)"] > target, row["n"]
         assert us["fused_wgmma loads + decode (no MMA)"] > us["fused_wgmma full"], row["n"]
         assert abs(us["fused_wgmma full (dev build)"] / us["fused_wgmma full"] - 1) < 0.03, row["n"]
+
+
+RING_192_DEV_RUN = "wgmma-192-ring-dev-h100-2026-12-05-bbe9e5b.json"
+#: the bench before (library of bbe9e5b, 192-row tile without a ring) and after (84569a3, with the
+#: ring of 4) on the same kind of GPU, the H200 not being lent (benchmarks/NOTES.md, twenty-fourth
+#: session); the second machine's slower host left most rows up to M = 128 host-bound, not those
+#: at M = 160 and 192 that this reads
+RING_192_BENCH = ("h100-bench-2026-12-05-bbe9e5b.json", "h100-bench-2026-12-05-84569a3-slow-host.json")
+
+
+def test_the_192_row_tiles_ring_of_4_kept_every_bit_and_beat_its_register_prefetch() -> None:
+    """Why fused_wgmma.cu's library_ring gives the 192-row tile 4 steps: in the dev run every
+    launch had fused_mma's bits and, at the library's plan, the ring of 4 beat the library's then
+    register-prefetch launch and the 256-row tile's ring of 2 by more than 5% at M = 160 and 192 on
+    both shapes and layouts; and the bench of the library with the ring timed its own fused_wgmma
+    rows there more than 5% faster than the bench before it, with neither row host-bound."""
+    data = _experiment(RING_192_DEV_RUN)
+    assert {"gpu", "driver", "torch", "date", "git_commit", "command", "method"} <= set(data["provenance"])
+    assert data["failures"] == [] and len(data["bits"]) > 300 and all(b["same_bits"] for b in data["bits"])
+    assert {tuple(v) for v in data["variants"]} >= {(True, 192, 1, 3, False, 4), (False, 192, 1, 3, False, 4)}
+    rows = {(r["n"], r["m"]): r for r in data["rows"]}
+    assert set(rows) == {(n, m) for n in (17408, 5120) for m in (160, 192)}
+    for (n, m), row in rows.items():
+        times = row["mma_order_us"]
+        for layout, library in (("tiled", row["fused_wgmma_library_us"]),
+                                ("row-major", row["fused_wgmma_library_row_major_us"])):
+            ring = min(us for name, us in times.items() if name.startswith(f"{layout} 192x1 ring 4"))
+            wider = min(us for name, us in times.items() if name.startswith(f"{layout} 256x1 ring 2"))
+            assert library / ring > 1.05 and wider / ring > 1.05, (n, m, layout, library, wider, ring)
+    before, after = (_experiment(name) for name in RING_192_BENCH)
+    assert before["provenance"]["gpu"] == after["provenance"]["gpu"]
+
+    def paths_row(run: dict[str, Any], kernel: str, n: int, m: int) -> dict[str, Any]:
+        return next(r for r in run["rows"] if r["section"] == "paths" and r["kernel"] == kernel
+                    and r["N"] == n and r["M"] == m)
+
+    for n in (17408, 5120):
+        for m in (160, 192):
+            for kernel in ("fused_wgmma", "fused_wgmma_tiled"):
+                old, new = paths_row(before, kernel, n, m), paths_row(after, kernel, n, m)
+                assert not old["host_bound"] and not new["host_bound"], (n, m, kernel)
+                assert old["median_us"] / new["median_us"] > 1.05, (n, m, kernel)
