@@ -304,21 +304,59 @@ def _aligned(t: Any, alignment: int) -> Any:
     return t if t.data_ptr() % alignment == 0 else t.clone()
 
 
+class PreparedLaunch:
+    """What :func:`prepare_gemv`, :func:`prepare_fused_mma` and :func:`prepare_fused_wgmma` return:
+    calling it enqueues the launch whose arguments were checked and resolved once. ``buffers``
+    holds every tensor those arguments point into (aligned copies, workspaces, the output) for as
+    long as it may be called: a tensor dropped after taking its address goes back to the caching
+    allocator, and the next allocation could be handed the same memory."""
+
+    __slots__ = ("_launch", "buffers")
+
+    def __init__(self, launch: Callable[[], None], buffers: tuple[Any, ...] = ()) -> None:
+        self._launch, self.buffers = launch, buffers
+
+    def __call__(self) -> None:
+        self._launch()
+
+
+def _nothing() -> None:
+    """The launch of an empty problem (N = 0 or K = 0 where that means no work)."""
+
+
+NOTHING = PreparedLaunch(_nothing)
+
+
 def gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any, reduction: str = "auto") -> None:
     """out[M, N] = a[M, K] @ W^T (+ bias) with the fused decode GEMV; 1 <= M <= 8, block_size 16,
     K % 32 == 0. fp32 accumulation; the bias is added in fp32 before the single rounding.
     ``reduction`` (:data:`FUSED_REDUCTIONS`) picks how K splits are summed, with the same bits."""
+    prepare_gemv(a, packed, scales, g, bias, out, reduction)()
+
+
+def prepare_gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
+                 reduction: str = "auto") -> PreparedLaunch:
+    """:func:`gemv`'s checks and arguments once; the returned :class:`PreparedLaunch` launches it,
+    as often as it is called, into ``out`` on the stream current now (what :func:`gemv` does on
+    every call).
+    For a loop that must time the launch alone: the benchmark's queued repetitions, whose host work
+    has to stay ahead of the GPU on any host (benchmarks/NOTES.md, twenty-fourth session)."""
     m, n, k, bf16 = _check_matmul_operands("GEMV", a, packed, scales, g, bias, out, 8, 32)
     if reduction not in FUSED_REDUCTIONS:
         raise ValueError(f"reduction must be one of {FUSED_REDUCTIONS}, got {reduction!r}")
     if n == 0 or k == 0:
-        return
+        return NOTHING
     splits = gemv_splits(n, k)
     a_ = _aligned(a, 16)
     packed_ = _aligned(packed, 16)
     scales_ = _aligned(scales, 2)
-    launch_gemv(a_, packed_, scales_, g.data_ptr(), bias, out, m, n, k, bf16, splits, _stream(out),
-                gemv_reduction(splits) if reduction == "auto" else reduction)
+    g_ptr, stream = g.data_ptr(), _stream(out)
+    chosen = gemv_reduction(splits) if reduction == "auto" else reduction
+
+    def launch() -> None:
+        launch_gemv(a_, packed_, scales_, g_ptr, bias, out, m, n, k, bf16, splits, stream, chosen)
+
+    return PreparedLaunch(launch, (a_, packed_, scales_, g, bias, out))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -413,6 +451,15 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     weight's scale-byte range (:func:`nvfp4_kernels.layout.scale_byte_range`, which
     :func:`nvfp4_kernels.layout.registered` hands out), lets the kernel skip its per-step range
     test; it must be the range of these scales' bytes."""
+    prepare_fused_mma(a, packed, scales, g, bias, out, splits, reduction, tiled)()
+
+
+def prepare_fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
+                      splits: int | None = None, reduction: str = "auto",
+                      tiled: tuple[Any, ...] | None = None) -> PreparedLaunch:
+    """:func:`fused_mma`'s checks and arguments once; the returned :class:`PreparedLaunch` launches it (with its
+    split-K buffers taken per launch, as :func:`fused_mma` does), as often as it is called, into
+    ``out`` on the stream current now. See :func:`prepare_gemv` for why."""
     from nvfp4_kernels.reference import FUSED_STEP_K
     from nvfp4_kernels.tiling import FUSED_MAX_M
 
@@ -430,15 +477,21 @@ def fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: A
     if reduction == "auto":
         reduction = fused_reduction(splits, m)
     if n == 0:
-        return
+        return NOTHING
+    scale_bytes = 0
     if tiled is not None:
         from nvfp4_kernels import layout
 
-        packed, scales, scale_bytes = _tiled_copy(tiled, n, k, out.device)  # the kernel reads these instead
-        scale_bytes = 0 if scale_bytes is None else layout.check_scale_bytes(scale_bytes)
-    launch_fused(_aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8), g.data_ptr(), bias, out, m, n, k,
-                 bf16, splits, _stream(out), reduction, tiled=tiled is not None,
-                 scale_bytes=scale_bytes if tiled is not None else 0)
+        packed, scales, known = _tiled_copy(tiled, n, k, out.device)  # the kernel reads these instead
+        scale_bytes = 0 if known is None else layout.check_scale_bytes(known)
+    a_, packed_, scales_ = _aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8)
+    g_ptr, stream, count = g.data_ptr(), _stream(out), splits
+
+    def launch() -> None:
+        launch_fused(a_, packed_, scales_, g_ptr, bias, out, m, n, k, bf16, count, stream, reduction,
+                     tiled=tiled is not None, scale_bytes=scale_bytes)
+
+    return PreparedLaunch(launch, (a_, packed_, scales_, g, bias, out))
 
 
 #: the most activation rows whose split-K sum the fused kernel does in its own launch by default.
@@ -555,6 +608,15 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     fused_mma's tile-contiguous copy (:func:`nvfp4_kernels.layout.tile_weights`, or what
     :func:`nvfp4_kernels.layout.registered` hands out for "fused_mma"), read instead of ``packed``
     and ``scales`` (which still give the shape and are checked)."""
+    prepare_fused_wgmma(a, packed, scales, g, bias, out, plan, tiled)()
+
+
+def prepare_fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out: Any,
+                        plan: tuple[int, int] | None = None,
+                        tiled: tuple[Any, ...] | None = None) -> PreparedLaunch:
+    """:func:`fused_wgmma`'s checks, plan and workspaces once; the returned :class:`PreparedLaunch` launches it
+    (the activation permutation, then the kernel), as often as it is called, into ``out`` on the
+    stream current now. See :func:`prepare_gemv` for why."""
     import torch
     from nvfp4_kernels.model import WGMMA_MAX_M
     from nvfp4_kernels.reference import FUSED_STEP_K
@@ -568,7 +630,7 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
     if tiled is not None:
         packed, scales, _ = _tiled_copy(tiled, n, k, out.device)  # the kernel reads these instead
     if n == 0:
-        return
+        return NOTHING
     index = out.device.index if out.device.index is not None else torch.cuda.current_device()
     if plan is None:
         plan = fused_wgmma_plan(n, k, m, index)
@@ -578,22 +640,26 @@ def fused_wgmma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out:
         raise ValueError(f"plan must be (whole_tiles in [0, {tiles}], splits in [1, {steps}] with equal non-empty "
                          f"ranges of ceil({steps} / splits) steps), got {plan!r}")
     lib = _lib if _lib is not None else load_library()
-    # Every buffer the launch reads or writes is held by a name until the launch is enqueued: an
-    # aligned copy or a workspace dropped after taking its address goes back to the caching
-    # allocator, and the next allocation here (another copy; inside a CUDA graph capture, any
-    # workspace) could be handed the same memory.
+    # Every buffer the launch reads or writes stays held (PreparedLaunch.buffers) for as long as
+    # it may be called: an aligned copy or a workspace dropped after taking its address goes back
+    # to the caching allocator, and the next allocation here (another copy; inside a CUDA graph
+    # capture, any workspace) could be handed the same memory.
     a_, packed_, scales_ = _aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8)
+    stream = _stream(out)
     floats = fused_wgmma_workspace_floats(m, n, plan)
-    workspace = gemv_workspace(index, _stream(out), floats) if floats else None
-    workspace_ptr = None if workspace is None else workspace.data_ptr()
-    bias_ptr = None if bias is None else bias.data_ptr()
-    act = byte_workspace(index, _stream(out), fused_wgmma_act_bytes(m, k))
-    err = lib.nvfp4_launch_fused_wgmma_mma_order(a_.data_ptr(), act.data_ptr(), packed_.data_ptr(),
-                                                 scales_.data_ptr(), g.data_ptr(), bias_ptr, out.data_ptr(),
-                                                 workspace_ptr, m, n, k, bf16, whole, splits, int(tiled is not None),
-                                                 _stream(out))
-    if err:
-        _check(err, KERNEL_NAMES["fused_wgmma"])
+    workspace = gemv_workspace(index, stream, floats) if floats else None
+    act = byte_workspace(index, stream, fused_wgmma_act_bytes(m, k))
+    args = (a_.data_ptr(), act.data_ptr(), packed_.data_ptr(), scales_.data_ptr(), g.data_ptr(),
+            None if bias is None else bias.data_ptr(), out.data_ptr(),
+            None if workspace is None else workspace.data_ptr(), m, n, k, bf16, whole, splits,
+            int(tiled is not None), stream)
+
+    def launch() -> None:
+        err = lib.nvfp4_launch_fused_wgmma_mma_order(*args)
+        if err:
+            _check(err, KERNEL_NAMES["fused_wgmma"])
+
+    return PreparedLaunch(launch, (a_, packed_, scales_, g, bias, out, workspace, act))
 
 
 @functools.lru_cache(maxsize=64)

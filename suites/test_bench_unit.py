@@ -14,6 +14,7 @@ import contextlib
 import json
 import time
 import types
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,29 @@ class ReferenceBackend:
 
     def __init__(self, corrupt: str | None = None) -> None:
         self.corrupt = corrupt
+        self.prepared: list[str] = []  # what the bench prepared, in order
+        self.launched: dict[int, int] = {}  # launches of each prepared call, by its place in `prepared`
+
+    def _prepare(self, name: str, *args: Any, **kwargs: Any) -> Callable[[], None]:
+        """cuda_backend.prepare_*: the call's checks once (here, the call itself runs at each launch)."""
+        index = len(self.prepared)
+        self.prepared.append(name)
+        self.launched[index] = 0
+
+        def launch() -> None:
+            self.launched[index] += 1
+            getattr(self, name)(*args, **kwargs)
+
+        return launch
+
+    def prepare_gemv(self, *args: Any, **kwargs: Any) -> Callable[[], None]:
+        return self._prepare("gemv", *args, **kwargs)
+
+    def prepare_fused_mma(self, *args: Any, **kwargs: Any) -> Callable[[], None]:
+        return self._prepare("fused_mma", *args, **kwargs)
+
+    def prepare_fused_wgmma(self, *args: Any, **kwargs: Any) -> Callable[[], None]:
+        return self._prepare("fused_wgmma", *args, **kwargs)
 
     @staticmethod
     def _into(out: torch.Tensor, result: np.ndarray) -> None:
@@ -985,3 +1009,21 @@ def test_the_dequant_table_shows_a_replayed_baselines_eager_time_and_flag() -> N
     assert bench_report._dequant_label({**replayed, "eager_host_bound": False}).endswith("eager calls 75.12 us)")
     table = "\n".join(bench_report._dequant_lines({"rows": [replayed]}))
     assert "| 4096 x 4096 | torch.compile LUT (graph replay; eager calls 75.12 us, host-bound) | 16.20 |" in table
+
+
+def test_each_matmul_row_is_prepared_once_and_its_repetitions_are_launches_alone(tmp_path: Path) -> None:
+    """The fused rows' timed calls are the backend's prepared launches (cuda_backend.prepare_*):
+    the checks run once per row, when the row is verified, and every warm-up and timed repetition
+    only launches, so a slow host's checks cannot put the queued loop behind the GPU (the
+    twenty-fourth session's H100 run on a slower host timed host work that way)."""
+    backend = ReferenceBackend()
+    results, _ = _dry_run(tmp_path, backend, sections=("gemv", "paths"))
+    assert results["failures"] == []
+    rows = [r for r in results["rows"] if r["kernel"] in ("gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma",
+                                                           "fused_wgmma_tiled")]
+    # one preparation a row, in the rows' order, for each kind of call
+    kinds = {"gemv": "gemv", "fused_mma": "fused_mma", "fused_mma_tiled": "fused_mma", "fused_wgmma": "fused_wgmma",
+             "fused_wgmma_tiled": "fused_wgmma"}
+    assert backend.prepared == [kinds[r["kernel"]] for r in rows]
+    # the verifying call, the warm-up and the timed repetitions, each one launch (reps=3, warmup=1)
+    assert set(backend.launched.values()) == {1 + 1 + 3}

@@ -354,3 +354,40 @@ def test_fused_mma_refuses_an_unknown_reduction(backend_ready) -> None:
     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(ValueError, match=r"reduction must be one of \('auto', 'last_block', 'finalize'\), got 'tree'"):
         cuda_backend.fused_mma(a, packed, scales, g, None, out, splits=2, reduction="tree")
+
+
+@pytest.mark.parametrize("path,m,tiled", [("gemv", 5, False), ("fused_mma", 1, False), ("fused_mma", 16, True),
+                                          ("fused_wgmma", 64, False), ("fused_wgmma", 160, True)])
+def test_a_prepared_launch_writes_the_bits_of_the_checked_call_every_time(backend_ready, path: str, m: int,
+                                                                          tiled: bool) -> None:
+    """cuda_backend.prepare_* (what the benchmark times) checks once and launches as often as it is
+    called: each launch into a NaN-poisoned output gives the eager call's bits (the last-block
+    counters and workspaces are reused correctly across launches), and a call it refuses is
+    refused when preparing, with the eager call's message."""
+    from nvfp4_kernels import layout
+
+    if path == "fused_wgmma" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("fused_wgmma runs on sm_90 only")
+    n, k = 300, 4096
+    packed, scales = _weights(n, k, 16, seed=m + n, special=False)
+    pd, sd = _dev(packed), _dev(scales)
+    g = torch.tensor([0.0123], dtype=torch.float32, device="cuda")
+    a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+    extra = {"tiled": layout.tiled_weight(pd, sd)} if tiled else {}
+    eager, prepare = getattr(cuda_backend, path), getattr(cuda_backend, f"prepare_{path}")
+    want = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    eager(a, pd, sd, g, bias, want, **extra)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    launch = prepare(a, pd, sd, g, bias, out, **extra)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        launch()
+        assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+    too_many = torch.zeros(300, k, dtype=torch.bfloat16, device="cuda")
+    wide = torch.empty(300, n, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError) as eager_error:
+        eager(too_many, pd, sd, g, None, wide)
+    with pytest.raises(ValueError) as prepare_error:
+        prepare(too_many, pd, sd, g, None, wide)
+    assert str(prepare_error.value) == str(eager_error.value)

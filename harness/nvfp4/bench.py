@@ -466,22 +466,30 @@ class Runner:
         for m in ms:
             a = a_all[:m]
             self._fused_kernel_row("gemv", section, ops, a, 0x7FC3,
-                                   lambda out, a=a: self.backend.gemv(a, ops.packed, ops.scales, ops.g, None, out))
+                                   lambda out, a=a: self.backend.prepare_gemv(a, ops.packed, ops.scales, ops.g, None,
+                                                                              out))
             self.cublas_row(ops, a, section)
 
     def _fused_kernel_row(self, kernel: str, section: str, ops: Operands, a: Any, poison: int,
-                          launch: Callable[[Any], None], **extra: Any) -> None:
-        """One row of a kernel that reads the packed weights and writes Y = A W^T: ``launch(out)``
-        runs it into an output poisoned with ``poison`` (so a row it never writes fails the
-        check), verified against the float64 bound once, then timed; ``extra`` goes into the row."""
+                          prepare: Callable[[Any], Callable[[], None]], **extra: Any) -> None:
+        """One row of a kernel that reads the packed weights and writes Y = A W^T: ``prepare(out)``
+        checks the call once and returns its launch (the backend's ``prepare_*``) into an output
+        poisoned with ``poison`` (so a row it never writes fails the check), verified against the
+        float64 bound once, then timed; ``extra`` goes into the row.
+
+        The timed repetitions are the launch alone, not the checks: time_us queues them and needs
+        the host ahead of the GPU, and a slower host fell behind with the checks in every call
+        (benchmarks/NOTES.md, twenty-fourth session)."""
         m = a.shape[0]
         out = self._poisoned((m, ops.n), poison)
+        prepared: list[Callable[[], None]] = []
 
         def run() -> None:
-            launch(out)
+            prepared[0]()
 
         def verify() -> str:
             self._need_backend()
+            prepared.append(prepare(out))
             run()
             return self.check_matmul(a, ops, out, f"{kernel} M={m}")
 
@@ -500,8 +508,8 @@ class Runner:
         # alone (time_us queues the repetitions and needs the host ahead of the GPU)
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC7 if tiled is None else 0x7FC8,
-            lambda out: self.backend.fused_mma(a, ops.packed, ops.scales, ops.g, None, out, splits=splits,
-                                               tiled=tiled), splits=splits)
+            lambda out: self.backend.prepare_fused_mma(a, ops.packed, ops.scales, ops.g, None, out, splits=splits,
+                                                       tiled=tiled), splits=splits)
 
     def wgmma_row(self, ops: Operands, a: Any, section: str, tiled: tuple[Any, ...] | None = None) -> None:
         """The fused_wgmma path at M = a.shape[0] (a Hopper GPU only), as the dispatcher launches
@@ -519,7 +527,8 @@ class Runner:
         # twenty-third session timed rows whose per-call host work fell behind the queued GPU)
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC9 if tiled is None else 0x7FCA,
-            lambda out: self.backend.fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, plan=plan, tiled=tiled),
+            lambda out: self.backend.prepare_fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, plan=plan,
+                                                         tiled=tiled),
             plan=list(plan))
 
     def _wgmma_runs_here(self) -> bool:
