@@ -1169,3 +1169,38 @@ def test_the_192_row_tiles_ring_of_4_kept_every_bit_and_beat_its_register_prefet
                 old, new = paths_row(before, kernel, n, m), paths_row(after, kernel, n, m)
                 assert not old["host_bound"] and not new["host_bound"], (n, m, kernel)
                 assert old["median_us"] / new["median_us"] > 1.05, (n, m, kernel)
+
+
+#: three H100 benches of the twenty-fourth session: a fast host with checked calls (bbe9e5b), a
+#: slower host with checked calls (84569a3), the slower host's kind again with prepared launches
+#: (f4d348f; cuda_backend.prepare_*)
+HOST_BOUND_BENCHES = ("h100-bench-2026-12-05-bbe9e5b.json", "h100-bench-2026-12-05-84569a3-slow-host.json",
+                      "h100-bench-2026-12-05-f4d348f-prepared-launches.json")
+
+
+def test_prepared_launches_kept_a_slower_hosts_bench_ahead_of_the_gpu() -> None:
+    """Why the bench times cuda_backend's prepared launches: on a slower host (an eager M = 1 call
+    about 19-20 us of host time against 10.4) the checked calls left 77 kernel rows host-bound,
+    fused_mma_tiled at M = 1 on 17408 x 5120 inflated by more than 10%; with prepared launches the
+    same kind of host left at most 3 (all at M = 33, unexplained) and that row within 2% of the
+    fast host's."""
+    fast, slow, prepared = (_experiment(name) for name in HOST_BOUND_BENCHES)
+    ours = {"gemv", "fused_mma", "fused_mma_tiled", "fused_wgmma", "fused_wgmma_tiled"}
+
+    def flagged(run: dict[str, Any]) -> list[dict[str, Any]]:
+        return [r for r in run["rows"] if r["kernel"] in ours and r.get("host_bound")]
+
+    def m1_tiled(run: dict[str, Any]) -> float:
+        return next(r["median_us"] for r in run["rows"] if r["section"] == "paths" and r["kernel"] == "fused_mma_tiled"
+                    and r["M"] == 1 and r["N"] == 17408)
+
+    def eager_m1_host_us(run: dict[str, Any]) -> float:
+        return next(h["eager_host_us"] for h in run["host"] if h["path"] == "fused_mma" and h["M"] == 1
+                    and h["N"] == 17408)
+
+    assert {r["provenance"]["gpu"] for r in (fast, slow, prepared)} == {"NVIDIA H100 80GB HBM3"}
+    assert min(eager_m1_host_us(slow), eager_m1_host_us(prepared)) > 1.5 * eager_m1_host_us(fast)
+    assert flagged(fast) == [] and len(flagged(slow)) > 50
+    assert m1_tiled(slow) > 1.1 * m1_tiled(fast)
+    assert len(flagged(prepared)) <= 3 and {r["M"] for r in flagged(prepared)} == {33}
+    assert abs(m1_tiled(prepared) / m1_tiled(fast) - 1) < 0.02

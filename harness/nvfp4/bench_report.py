@@ -323,7 +323,9 @@ def _method_lines(prov: dict[str, Any]) -> list[str]:
         "(`host_bound`: the host took at least 0.9 of the GPU's span to queue them). The torch.compile "
         "baseline's eager calls can cost more host time than its kernels take, so where its mode (below) "
         "says \"replayed from a CUDA graph\" its kernels were timed by replaying one captured graph, with "
-        "the eager calls' median beside them.",
+        "the eager calls' median beside them. In runs from commit 7780371 on, a matmul row's "
+        "repetitions are the backend's prepared launch (`cuda_backend.prepare_*`: the call's checks "
+        "once, when the row is verified); before, each repetition also checked its arguments.",
         "- **% of copy** is the achieved bandwidth over that of `dst.copy_(src)` moving the same bytes "
         "(read + written), timed the same way in the same run right after the row: the ceiling is measured, "
         "not a datasheet figure. The copy's half-size is rounded up to a multiple of 4 KiB (at most 4095 bytes "
