@@ -1027,3 +1027,33 @@ def test_each_matmul_row_is_prepared_once_and_its_repetitions_are_launches_alone
     assert backend.prepared == [kinds[r["kernel"]] for r in rows]
     # the verifying call, the warm-up and the timed repetitions, each one launch (reps=3, warmup=1)
     assert set(backend.launched.values()) == {1 + 1 + 3}
+
+
+@pytest.mark.parametrize("raises", [False, True])
+def test_the_timing_loop_runs_without_the_garbage_collector_and_restores_it(raises: bool) -> None:
+    """A collection pass inside a queued loop would stall the host mid-repetition; time_us turns the
+    collector off for the loop and back on after it, also when the timed call raises."""
+    import gc
+
+    runner = bench.Runner(torch, ReferenceBackend(), reps=3, warmup=1, budget_s=1e9, started=time.monotonic(),
+                          device="cpu", flush_bytes=1 << 10)
+    seen: list[bool] = []
+
+    def call() -> None:
+        seen.append(gc.isenabled())
+        if raises and len(seen) == 3:
+            raise RuntimeError("launch failed")
+
+    assert gc.isenabled()
+    if raises:
+        with pytest.raises(RuntimeError, match="launch failed"):
+            runner.time_us(call)
+    else:
+        assert len(runner.time_us(call)) == 3
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:  # a caller that had it off keeps it off
+        runner.time_us(lambda: None)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import gc
 import json
 import os
 import platform
@@ -195,7 +196,23 @@ class Runner:
         flush gives it time to stay ahead of the GPU, so launch latency stays out of the region.
         Whether it did is kept in :attr:`last_queue` (the host's enqueueing time and the GPU's span
         over the loop, in us; None on the CPU dry run) for :meth:`measure` to record.
+
+        Python's garbage collector is off during the loop (as ``timeit`` does): a collection pass
+        stalls the host for milliseconds in a process as large as this one, and a host stalled
+        between a repetition's start event and its launch puts that stall into the repetition's
+        time (the f4d348f H100 run flagged three rows at M = 33 whose p90 reached 0.5 ms; the
+        cause was not confirmed).
         """
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._time_us(fn)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _time_us(self, fn: Callable[[], Any]) -> list[float]:
+        """:meth:`time_us` with the collector already off."""
         torch = self.torch
         self.last_queue = None
         for _ in range(self.warmup):
