@@ -320,7 +320,7 @@ def _method_lines(prov: dict[str, Any]) -> list[str]:
         f"- Before every repetition a {flush_mb} MB buffer is written, evicting the L2, so operands come "
         "from HBM. Repetitions are queued without host synchronization, so a call's host work stays out of "
         "its time only while the host queues ahead of the GPU; rows since 2026-12-05 record whether it did "
-        "(`host_bound`: the host took at least 0.9 of the GPU's span to queue them); from commit 1b1b1b1 on, "
+        "(`host_bound`: the host took at least 0.9 of the GPU's span to queue them); from commit e03f4de on, "
         "such a loop is timed again, up to twice more, and the row keeps the first loop that stayed ahead "
         "(`retimed` counts the extra loops). The torch.compile "
         "baseline's eager calls can cost more host time than its kernels take, so where its mode (below) "
