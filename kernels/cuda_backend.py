@@ -350,12 +350,9 @@ def prepare_gemv(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None, out
     a_ = _aligned(a, 16)
     packed_ = _aligned(packed, 16)
     scales_ = _aligned(scales, 2)
-    g_ptr, stream = g.data_ptr(), _stream(out)
     chosen = gemv_reduction(splits) if reduction == "auto" else reduction
-
-    def launch() -> None:
-        launch_gemv(a_, packed_, scales_, g_ptr, bias, out, m, n, k, bf16, splits, stream, chosen)
-
+    launch = functools.partial(launch_gemv, a_, packed_, scales_, g.data_ptr(), bias, out, m, n, k, bf16, splits,
+                               _stream(out), chosen)
     return PreparedLaunch(launch, (a_, packed_, scales_, g, bias, out))
 
 
@@ -485,12 +482,8 @@ def prepare_fused_mma(a: Any, packed: Any, scales: Any, g: Any, bias: Any | None
         packed, scales, known = _tiled_copy(tiled, n, k, out.device)  # the kernel reads these instead
         scale_bytes = 0 if known is None else layout.check_scale_bytes(known)
     a_, packed_, scales_ = _aligned(a, 16), _aligned(packed, 16), _aligned(scales, 8)
-    g_ptr, stream, count = g.data_ptr(), _stream(out), splits
-
-    def launch() -> None:
-        launch_fused(a_, packed_, scales_, g_ptr, bias, out, m, n, k, bf16, count, stream, reduction,
-                     tiled=tiled is not None, scale_bytes=scale_bytes)
-
+    launch = functools.partial(launch_fused, a_, packed_, scales_, g.data_ptr(), bias, out, m, n, k, bf16, splits,
+                               _stream(out), reduction, tiled=tiled is not None, scale_bytes=scale_bytes)
     return PreparedLaunch(launch, (a_, packed_, scales_, g, bias, out))
 
 

@@ -202,10 +202,10 @@ class Runner:
         over the loop, in us; None on the CPU dry run) for :meth:`measure` to record.
 
         Python's garbage collector is off during the loop (as ``timeit`` does): a collection pass
-        stalls the host for milliseconds in a process as large as this one, and a host stalled
+        can stall the host for milliseconds in a process as large as this one, and a host stalled
         between a repetition's start event and its launch puts that stall into the repetition's
-        time (the f4d348f H100 run flagged three rows at M = 33 whose p90 reached 0.5 ms; the
-        cause was not confirmed).
+        time. (It was not what stalled the H100 hosts of 2026-12-05, which stall at random
+        moments: :meth:`measure` times such a loop again.)
         """
         was_enabled = gc.isenabled()
         gc.disable()
@@ -538,8 +538,7 @@ class Runner:
         m = a.shape[0]
         kernel = "fused_mma" if tiled is None else "fused_mma_tiled"
         splits = self.backend.fused_splits(ops.n, ops.k, m) if self.backend is not None else None
-        # the split count goes in with every call, so the timed calls' host work is the launch's
-        # alone (time_us queues the repetitions and needs the host ahead of the GPU)
+        # the dispatcher's split count, handed in so that the row records the count it timed
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC7 if tiled is None else 0x7FC8,
             lambda out: self.backend.prepare_fused_mma(a, ops.packed, ops.scales, ops.g, None, out, splits=splits,
@@ -557,8 +556,7 @@ class Runner:
         m = a.shape[0]
         plan = self.backend.fused_wgmma_plan(ops.n, ops.k, m, self.torch.cuda.current_device()) \
             if self.device == "cuda" else wgmma_call_plan(ops.n, ops.k, m)  # a dry run: the H200's plan
-        # the plan goes in with every call (as fused_row's split count; the H100 runs of the
-        # twenty-third session timed rows whose per-call host work fell behind the queued GPU)
+        # the dispatcher's plan, handed in so that the row records the plan it timed
         self._fused_kernel_row(
             kernel, section, ops, a, 0x7FC9 if tiled is None else 0x7FCA,
             lambda out: self.backend.prepare_fused_wgmma(a, ops.packed, ops.scales, ops.g, None, out, plan=plan,
