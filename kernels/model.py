@@ -25,13 +25,10 @@ FUSED_K_MULTIPLE = 128
 #: activations of 256 rows, its warpgroup MMA's N)
 WGMMA_MAX_M = 256
 #: the smallest M the fused_wgmma path takes under the default policy: on the H200 fused_mma was
-#: fastest at every M up to 64 and fused_wgmma at M = 96 and above, on both large shapes
-#: (benchmarks/experiments/bench-paths-2026-12-05-ff37303.json; a CPU test holds it to the newest
-#: committed H200 run). Since the twenty-third session the 64-row tile keeps a ring of weight steps
-#: and runs fused_mma's split plan; a dev sweep on the H200 timed it faster than fused_mma from
-#: M = 40 on both shapes, which would make this 33, but no bench run on an H200 has timed it yet
-#: (benchmarks/NOTES.md, twenty-third session): Policy(wgmma_min_m=33) takes it now.
-WGMMA_DEFAULT_MIN_M = 65
+#: fastest at every M up to 32 (its 32-row activation tile) and fused_wgmma from M = 33 on, on both
+#: large shapes, once its 64-row tile kept a ring of weight steps and ran fused_mma's split plan
+#: (benchmarks/NOTES.md, twenty-third session; a CPU test holds it to the newest committed run)
+WGMMA_DEFAULT_MIN_M = 33
 #: the most weights (N * K) of a layer the decode GEMV takes under the default policy. On the
 #: H200, calls back to back and every call streaming its weights, the GEMV took at most 1.12x
 #: fused_mma's time at M = 1 and 8 on every layer of at most 2^24 weights timed (1024 x 1024 to
@@ -64,11 +61,11 @@ class Policy:
     on Hopper, so on Hopper (and the CPU backend, which runs every path's algorithm) fused_mma
     keeps gemv_max_m < M < wgmma_min_m and fused_wgmma takes wgmma_min_m..wgmma_max_m, while on
     other GPUs fused_mma keeps its whole range up to ``fused_max_m``. On the H200, with
-    fused_wgmma walking K in fused_mma's order, fused_mma was fastest up to M = 64 and fused_wgmma
-    from M = 96 to 256 on both large shapes, ahead of prefill at every one of those M
-    (benchmarks/NOTES.md, seventeenth session; a CPU test recomputes both from the committed run).
-    Up to M = 64 fused_wgmma runs fused_mma's split plan, so a policy that opens it there
-    (``wgmma_min_m`` <= 64) gives fused_mma's bits (nvfp4_kernels.tiling.wgmma_call_plan).
+    fused_wgmma walking K in fused_mma's order, fused_mma was fastest up to M = 32 and fused_wgmma
+    from M = 33 to 256 on both large shapes, ahead of prefill at every one of those M
+    (benchmarks/NOTES.md, seventeenth and twenty-third sessions; a CPU test recomputes both from
+    the committed run). Up to M = 64 fused_wgmma runs fused_mma's split plan, so those calls have
+    fused_mma's bits (nvfp4_kernels.tiling.wgmma_call_plan).
     ``native_fp4_enabled``: allow the Blackwell path where the GPU has it.
     ``force_path``: take this path regardless of preference order, for A/B runs; its guards
     must still hold, otherwise the call raises instead of running a kernel out of its domain.

@@ -199,8 +199,13 @@ def test_provenance_is_complete(results: tuple[Path, dict[str, Any]]) -> None:
     slug = re.sub(r"[^a-z0-9]+", "-", prov["gpu"].lower()).strip("-")
     # one run of a day is <gpu>-<date>.json, the others carry their commit's name (the bench
     # names a day's later run so; earlier days' files were renamed by hand)
-    names = {f"{slug}-{prov['date']}.json", f"{slug}-{prov['date']}-{prov['git_commit']}.json"}
-    assert path.name in names, f"{path.name} is not named <gpu>-<date>.json or <gpu>-<date>-<commit>.json"
+    # (a full 40-digit commit in the provenance may be named by its first 7 or more digits)
+    named = re.fullmatch(re.escape(f"{slug}-{prov['date']}") + r"(?:-([0-9a-f]{7,40}(?:-dirty)?))?\.json", path.name)
+    assert named, f"{path.name} is not named <gpu>-<date>.json or <gpu>-<date>-<commit>.json"
+    commit = named.group(1)
+    assert commit is None or (prov["git_commit"].startswith(commit.removesuffix("-dirty"))
+                              and commit.endswith("-dirty") == prov["git_commit"].endswith("-dirty")), \
+        f"{path.name} names commit {commit}, but its provenance says {prov['git_commit']}"
 
 
 def test_benchmarks_md_is_generated_from_the_newest_results(tmp_path: Path) -> None:

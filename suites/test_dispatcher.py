@@ -57,9 +57,10 @@ NO_WGMMA = NO_WGMMA_POLICY  # fused_wgmma off: fused_mma keeps its default range
     (16, 70, 14, None, "prefill_scalar"),   # K % 8 == 6
     (1, 128, 16, GEMV_ON, "gemv"),          # the fused guards hold too, but the GEMV comes first
     (9, 128, 16, GEMV_ON, "fused_mma"),     # past the GEMV, K % 128 == 0, block 16
-    (64, 128, 16, None, "fused_mma"),       # the last M before wgmma_min_m (65): fused_mma
-    (65, 128, 16, None, "fused_wgmma"),     # wgmma_min_m: fused_wgmma comes before fused_mma
-    (64, 128, 16, Policy(wgmma_min_m=64), "fused_wgmma"),  # its range starts where the policy says
+    (32, 128, 16, None, "fused_mma"),       # the last M before wgmma_min_m (33): fused_mma
+    (33, 128, 16, None, "fused_wgmma"),     # wgmma_min_m: fused_wgmma comes before fused_mma
+    (32, 128, 16, Policy(wgmma_min_m=32), "fused_wgmma"),  # its range starts where the policy says
+    (64, 128, 16, Policy(wgmma_min_m=65), "fused_mma"),  # and no earlier
     (128, 128, 16, NO_WGMMA, "fused_mma"),  # fused_wgmma off: the last M fused_mma takes by default
     (129, 128, 16, NO_WGMMA, "prefill_vec8"),  # and past it, prefill
     (129, 128, 16, None, "fused_wgmma"),    # M past the default fused_max_m: the wgmma path

@@ -30,7 +30,6 @@ import nvfp4_kernels  # noqa: E402
 GEMV_ON = Policy(gemv_max_m=8)
 LARGE = LARGE_LAYERS_POLICY  # every layer too large for the GEMV (gemv_max_weights = 0)
 NO_WGMMA = NO_WGMMA_POLICY  # fused_wgmma off, as on a GPU without it: fused_mma keeps M <= 128
-WGMMA_FROM_33 = Policy(wgmma_min_m=33)  # fused_wgmma's 64-row tile opened (the H200 dev sweep's crossover)
 #: (name, M, N, K, block size, dtype, with bias, policy (None: the default), the path the dispatcher takes)
 CALLS = [
     ("gemv-m1", 1, 256, 512, 16, torch.bfloat16, False, GEMV_ON, "gemv"),
@@ -39,19 +38,18 @@ CALLS = [
     ("fused-m1", 1, 256, 512, 16, torch.bfloat16, False, LARGE, "fused_mma"),  # decode, the GEMV refusing the layer
     ("fused-m1-split", 1, 1024, 4096, 16, torch.bfloat16, True, LARGE, "fused_mma"),  # K split, summed in the launch
     ("fused-m8-split", 8, 1024, 4096, 16, torch.bfloat16, False, LARGE, "fused_mma"),  # K split, finalize kernel
-    ("fused-m64-bias", 64, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M (Hopper)
+    ("fused-m32-bias", 32, 256, 512, 16, torch.bfloat16, True, None, "fused_mma"),  # the default's last M (Hopper)
     ("fused-m128-bias", 128, 256, 512, 16, torch.bfloat16, True, NO_WGMMA, "fused_mma"),  # its last M elsewhere
     ("vec8-m300", 300, 256, 512, 16, torch.bfloat16, True, None, "prefill_vec8"),  # past both fused paths' M
     ("vec8-lead", (4, 16), 128, 256, 32, torch.float16, False, None, "prefill_vec8"),
     ("scalar-bs7", 16, 96, 70, 7, torch.bfloat16, True, None, "prefill_scalar"),
 ]
-#: calls the default policy sends to fused_wgmma (M = 65..256), and two of the 64-row tile under
-#: wgmma_min_m = 33, on a Hopper GPU only (its kernel is built for sm_90a; elsewhere those M take
-#: fused_mma or prefill and the rows above cover them)
+#: calls the default policy sends to fused_wgmma (M = 33..256), on a Hopper GPU only (its kernel is
+#: built for sm_90a; elsewhere those M take fused_mma or prefill and the rows above cover them)
 HOPPER_CALLS = [
-    ("wgmma-m33-bias", 33, 256, 512, 16, torch.bfloat16, True, WGMMA_FROM_33, "fused_wgmma"),  # 64-row tile
-    ("wgmma-m64-split", 64, 1024, 4096, 16, torch.bfloat16, False, WGMMA_FROM_33, "fused_wgmma"),  # fused_mma's split
-    ("wgmma-m65-bias", 65, 256, 512, 16, torch.bfloat16, True, None, "fused_wgmma"),  # its first M, 128-row tile
+    ("wgmma-m33-bias", 33, 256, 512, 16, torch.bfloat16, True, None, "fused_wgmma"),  # its first M, 64-row tile
+    ("wgmma-m64-split", 64, 1024, 4096, 16, torch.bfloat16, False, None, "fused_wgmma"),  # fused_mma's K split
+    ("wgmma-m65-bias", 65, 256, 512, 16, torch.bfloat16, True, None, "fused_wgmma"),  # the 128-row tile
     ("wgmma-m200-split-bias", 200, 1000, 2048, 16, torch.bfloat16, True, None, "fused_wgmma"),  # K split, finalize
     ("wgmma-m256-one-step", 256, 520, 128, 16, torch.float16, False, None, "fused_wgmma"),  # one K step: no split
     ("wgmma-lead", (3, 50), 384, 1024, 16, torch.bfloat16, False, None, "fused_wgmma"),  # 150 rows in a [3, 50, K]

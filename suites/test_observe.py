@@ -36,7 +36,7 @@ def recorded_traces() -> dict[str, list[str]]:
 PROBLEMS = {
     "matmul M=1 (gemv)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
     "matmul M=1, gemv_max_weights=0 (fused_mma)": Problem("matmul", 1, 1024, 1024, 16, "bfloat16", "cuda"),
-    "matmul M=64 (fused_mma)": Problem("matmul", 64, 1024, 1024, 16, "float16", "cuda"),
+    "matmul M=32 (fused_mma)": Problem("matmul", 32, 1024, 1024, 16, "float16", "cuda"),
     "matmul M=192 (fused_wgmma)": Problem("matmul", 192, 1024, 1024, 16, "float16", "cuda"),
     "matmul M=300 (prefill_vec8)": Problem("matmul", 300, 1024, 1024, 16, "float16", "cuda"),
     "matmul block 7 (prefill_scalar)": Problem("matmul", 64, 1024, 1022, 7, "bfloat16", "cuda"),
@@ -106,7 +106,7 @@ def test_the_most_specific_path_wins_and_shared_kernels_are_not_unmatched():
 
 def test_replayed_observations_are_recorded_and_findings_fail_the_analysis():
     traces = recorded_traces()
-    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=64 (fused_mma)", "matmul M=300 (prefill_vec8)")]
+    calls = [(PROBLEMS[c], traces[c]) for c in ("matmul M=32 (fused_mma)", "matmul M=300 (prefill_vec8)")]
     calls.append((Problem("matmul", 2, 1024, 1024, 16, "float16", "cuda"), traces["matmul M=300 (prefill_vec8)"]))
     with recording("replay") as rec:
         observe_names(MODEL, calls, device=H200, op="matmul", policy=Policy())

@@ -183,7 +183,7 @@ def check_observe() -> dict:
     packed7, scales7, g7 = nvfp4.quantize(rng.standard_normal((1024, 1022)).astype(np.float32), 7)
     b, s, b7, s7 = map(_to_gpu, (packed, scales, packed7, scales7))
     a1 = torch.randn(1, 1024, dtype=torch.bfloat16, device="cuda")
-    a64 = torch.randn(64, 1024, dtype=torch.float16, device="cuda")
+    a32 = torch.randn(32, 1024, dtype=torch.float16, device="cuda")
     a192 = torch.randn(192, 1024, dtype=torch.float16, device="cuda")
     a300 = torch.randn(300, 1024, dtype=torch.float16, device="cuda")
     a7 = torch.randn(64, 1022, dtype=torch.bfloat16, device="cuda")
@@ -199,8 +199,8 @@ def check_observe() -> dict:
         "matmul M=1, gemv_max_weights=0 (fused_mma)": (
             lambda: nvfp4_kernels.nvfp4_matmul(a1, b, s, g, policy=large),
             problem("matmul", 1, 1024, 16, "bfloat16"), large),
-        "matmul M=64 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a64, b, s, g),
-                                    problem("matmul", 64, 1024, 16, "float16"), default),
+        "matmul M=32 (fused_mma)": (lambda: nvfp4_kernels.nvfp4_matmul(a32, b, s, g),
+                                    problem("matmul", 32, 1024, 16, "float16"), default),
         "matmul M=192 (fused_wgmma)": (lambda: nvfp4_kernels.nvfp4_matmul(a192, b, s, g),
                                        problem("matmul", 192, 1024, 16, "float16"), default),
         "matmul M=300 (prefill_vec8)": (lambda: nvfp4_kernels.nvfp4_matmul(a300, b, s, g),

@@ -66,14 +66,14 @@ class HostCase:
     needs_capability: tuple[int, int] | None = None
 
 
-#: the default policy's choices (decode on the large layers and M = 64 take the fused tensor-core
-#: path, decode on 4096 x 4096, 2^24 weights, the GEMV, M = 256 fused_wgmma on Hopper, M = 512
+#: the default policy's choices (decode on the large layers takes the fused tensor-core path,
+#: decode on 4096 x 4096, 2^24 weights, the GEMV, M = 64 and 256 fused_wgmma on Hopper, M = 512
 #: vec8 + cuBLAS): the host cost of the calls a model actually makes
 CASES: tuple[HostCase, ...] = (
     HostCase("decode M=1, 17408 x 5120", "fused_mma", 1, 17408, 5120),
     HostCase("decode M=1, 4096 x 4096", "gemv", 1, 4096, 4096),
     HostCase("decode M=8, 17408 x 5120", "fused_mma", 8, 17408, 5120),
-    HostCase("M=64, 17408 x 5120", "fused_mma", 64, 17408, 5120),
+    HostCase("M=64, 17408 x 5120", "fused_wgmma", 64, 17408, 5120, needs_capability=(9, 0)),
     HostCase("M=256, 17408 x 5120", "fused_wgmma", 256, 17408, 5120, needs_capability=(9, 0)),
     HostCase("prefill M=512, 17408 x 5120", "prefill_vec8", 512, 17408, 5120),
 )

@@ -300,7 +300,7 @@ MATRIX: tuple[ShapeCase, ...] = (
         "gemv_max_weights = None: the GEMV takes decode on a layer of any size",
         policy=Policy(gemv_max_weights=None)),
     # fused_mma: gemv_max_m < M <= fused_max_m (128 by default, at most 256) and, where fused_wgmma
-    # runs (the CPU backend, Hopper), M < wgmma_min_m (65 by default); block 16, K % 128 == 0
+    # runs (the CPU backend, Hopper), M < wgmma_min_m (33 by default); block 16, K % 128 == 0
     _mm("fused-m1-decode", (1,), 16, 128, 16, "bfloat16", "fused_mma",
         "M = 1 on a layer too large for the GEMV: gemv.small_layer false (gemv_max_weights = 0), the fused "
         "path takes decode", policy=LARGE_LAYERS_POLICY),
@@ -311,9 +311,9 @@ MATRIX: tuple[ShapeCase, ...] = (
         "gemv_max_m = 0 turns the GEMV off: gemv.m_in_range false at M = 1", policy=Policy(gemv_max_m=0)),
     _mm("fused-m9", (9,), 40, 128, 16, "bfloat16", "fused_mma",
         "M = 9 with gemv_max_m = 8: the first M past the GEMV", bias=True),
-    _mm("fused-m64-edge", (64,), 24, 128, 16, "float16", "fused_mma",
-        "M = 64 = wgmma_min_m - 1: the last M fused_mma takes by default where fused_wgmma runs "
-        "(fused_wgmma.m_in_range false below it), one 64-row M tile", bias=True),
+    _mm("fused-m32-edge", (32,), 24, 128, 16, "float16", "fused_mma",
+        "M = 32 = wgmma_min_m - 1: the last M fused_mma takes by default where fused_wgmma runs "
+        "(fused_wgmma.m_in_range false below it), one 32-row M tile", bias=True),
     _mm("fused-m128-edge", (128,), 24, 128, 16, "bfloat16", "fused_mma",
         "M = 128 with fused_wgmma off (wgmma_max_m = 0, as on a GPU without it): the last M fused_mma "
         "takes by default (fused_max_m = 128), two 64-row M tiles", bias=True, policy=NO_WGMMA_POLICY),
@@ -325,16 +325,17 @@ MATRIX: tuple[ShapeCase, ...] = (
         "one row tile, 16 K steps: the H200 split-K structure (4 splits)", bias=True),
     _mm("fused-misaligned-b", (12,), 16, 128, 16, "bfloat16", "fused_mma",
         "misaligned B does not matter to the fused path (vec8's aligned guard false)", misaligned="b"),
-    # fused_wgmma: wgmma_min_m (65) <= M <= wgmma_max_m (256), ahead of fused_mma, a Hopper GPU or
-    # the CPU backend, block 16, K % 128 == 0; the plan of tiling.wgmma_call_plan (above M = 64 whole
-    # 128-row tiles and the rest split in K, up to it fused_mma's split count)
+    # fused_wgmma: wgmma_min_m (33) <= M <= wgmma_max_m (256), ahead of fused_mma, a Hopper GPU or
+    # the CPU backend, block 16, K % 128 == 0; the plan of tiling.wgmma_call_plan (up to M = 64
+    # fused_mma's split count, above it whole 128-row tiles and the rest split in K)
+    _mm("wgmma-m33", (33,), 16, 128, 16, "float16", "fused_wgmma",
+        "M = 33 = wgmma_min_m, K % 128 == 0: the first M fused_wgmma takes by default, ahead of fused_mma "
+        "(whose m_in_range still holds); its 64-row activation tile"),
     _mm("wgmma-m64-splitk", (64,), 64, 2048, 16, "bfloat16", "fused_wgmma",
-        "wgmma_min_m = 33 (the crossover the H200's dev sweep predicts): M = 64, the last M of the 64-row "
-        "activation tile, which sums fused_mma's K ranges (its 7 splits of 16 steps, 3 steps a range: 6 "
-        "ranges)", bias=True, policy=Policy(wgmma_min_m=33)),
+        "M = 64: the last M of the 64-row activation tile, which sums fused_mma's K ranges (its 7 splits "
+        "of 16 steps, 3 steps a range: 6 ranges)", bias=True),
     _mm("wgmma-m65", (65,), 16, 128, 16, "float16", "fused_wgmma",
-        "M = 65 = wgmma_min_m, K % 128 == 0: the first M fused_wgmma takes by default, ahead of fused_mma "
-        "(whose m_in_range still holds); the 128-row activation tile and the whole-tile plan"),
+        "M = 65: the first M of the 128-row activation tile and of the whole-tile plan (tiling.wgmma_plan)"),
     _mm("wgmma-m129", (129,), 16, 128, 16, "float16", "fused_wgmma",
         "M = 129: fused_mma.m_in_range false too under the default policy (fused_max_m = 128)"),
     _mm("wgmma-m256-edge", (256,), 24, 256, 16, "bfloat16", "fused_wgmma",
