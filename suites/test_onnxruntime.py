@@ -473,6 +473,24 @@ def test_the_timeline_splits_at_the_markers_and_kernels_sort_into_kinds():
         timing.split_calls(_timeline(calls, False), "MARK", 3)
 
 
+def test_every_kernel_path_of_both_models_has_a_label_and_names_the_path_it_took():
+    """A timed call whose kernels belong to a path the section does not list would show no path
+    ("-"): every path with kernels, of this project's model and ONNX Runtime's, must be listed."""
+    from nvfp4_harness.nvfp4.onnxruntime import benchmarks_md
+    from nvfp4_kernels.model import MODEL as OURS
+
+    for model in (OURS, MODEL):
+        for spec in model.paths:
+            if not spec.kernels:
+                continue
+            kind = timing.PATH_KINDS.get(spec.name, spec.name)
+            assert kind in benchmarks_md.KIND_LABELS and kind in benchmarks_md.PATH_KINDS, (model.name, spec.name)
+    wgmma = {"warm": {"total": {"median_us": 55.0}, "by_kind": {"fused_wgmma": 50.0, "other": 5.0}}}
+    assert timing.kind_of("void nvfp4_fused_wgmma_kernel<64, 1, true>(...)", [OURS]) == "fused_wgmma"
+    assert timing.kind_of("void nvfp4_wgmma_permute_act_kernel(...)", [OURS]) == "fused_wgmma"
+    assert benchmarks_md.path_of(wgmma) == "fused WGMMA"
+
+
 def test_the_eager_loop_table_shows_both_contenders_and_their_ratio():
     from nvfp4_harness.nvfp4.onnxruntime import benchmarks_md
 

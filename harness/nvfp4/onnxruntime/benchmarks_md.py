@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 #: how kernel kinds are written in the tables, in the order they are listed
-KIND_LABELS = {"gemv": "GEMV", "gemv_mma": "MMA GEMV", "fused_mma": "fused MMA", "native": "native",
+KIND_LABELS = {"gemv": "GEMV", "gemv_mma": "MMA GEMV", "fused_wgmma": "fused WGMMA", "fused_mma": "fused MMA",
+               "native": "native",
                "dequant_vec8": "vec8", "dequant_scalar": "scalar", "gemm": "cuBLAS", "bias": "bias",
                "memory": "memset/copy", "other": "other"}
 #: kinds that say which path a contender took. ``gemv_mma`` is ONNX Runtime's tensor-core GEMV as
 #: the two-GEMV model names it; a timing file written before that model counts it as ``gemv``,
 #: and the section shows what the file says (it reads nothing but the file)
-PATH_KINDS = ("gemv_mma", "gemv", "fused_mma", "native", "dequant_vec8", "dequant_scalar")
+PATH_KINDS = ("gemv_mma", "gemv", "fused_wgmma", "fused_mma", "native", "dequant_vec8", "dequant_scalar")
 
 
 def load(path: str | Path) -> dict[str, Any]:
