@@ -8,8 +8,9 @@ Hypothesis never starves on a filter and shrinking stays inside the requested pa
 
 Policies: the default policy (``Policy()``) takes the decode GEMV for ``1 <= M <= 8`` on layers of
 at most 2^24 weights, every layer drawn here, and lets fused_mma take the rest of
-``1 <= M <= 64`` on every backend (up to 128 where fused_wgmma does not run; from 65 on, the CPU
-backend and a Hopper GPU take fused_wgmma, which these strategies do not draw). Problems that
+``1 <= M < wgmma_min_m`` (32) on every backend (up to ``fused_max_m``, 128, where fused_wgmma does
+not run; from ``wgmma_min_m`` on, the CPU backend and a Hopper GPU take fused_wgmma, which these
+strategies do not draw). Problems that
 must reach the fused path or prefill at decode M through the GEMV's small_layer guard carry a
 policy under which every layer is too large for the GEMV
 (:data:`~nvfp4_harness.nvfp4.shapes.LARGE_LAYERS_POLICY`) in their case's ``policy`` field, and
@@ -18,7 +19,7 @@ prefill problems that refuse fused_mma by its M range carry one with fused_wgmma
 the CPU backend and a Hopper GPU; every other problem runs under the default policy. :meth:`Nvfp4Problem.run` calls the
 operator with the case's policy, so run problems through it (or pass ``problem.case.policy`` on)
 rather than calling the operator with the default policy. Fused problems draw
-``1 <= M <= min(64, max_m)``; prefill problems refuse the fused paths by K % 128 != 0, a block
+``1 <= M <= min(FUSED_MMA_MAX_M, max_m)``; prefill problems refuse the fused paths by K % 128 != 0, a block
 size other than 16, or M > 128 with fused_wgmma off.
 
 Every draw calls ``hypothesis.event("path: ...")`` and ``event("why: ...")``, so
