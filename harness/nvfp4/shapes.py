@@ -276,7 +276,7 @@ BIG_N = 65_537  # more rows than a 2-D grid's blockIdx.y can cover (65,535)
 #: decode M through that guard carry this policy.
 LARGE_LAYERS_POLICY = Policy(gemv_max_weights=0)
 #: The policy that lets fused_mma take M up to its kernel's own limit (256), with fused_wgmma off
-#: (it would take M >= 65 first on the CPU backend and a Hopper GPU); the default stops fused_mma
+#: (it would take M >= wgmma_min_m, 33, first on the CPU backend and a Hopper GPU); the default stops fused_mma
 #: at M = 128 (the H200 crossover against prefill).
 FUSED_FULL_POLICY = Policy(fused_max_m=256, wgmma_max_m=0)
 #: fused_wgmma off, as on a GPU other than Hopper: fused_mma keeps its whole default range
