@@ -534,10 +534,11 @@ constexpr int mma_order_act_tile(int m) {
 // - 64-row tile, ring of 4, at fused_mma's split plan (nvfp4_kernels.tiling.wgmma_call_plan):
 //   52.6 / 45.1 us registered and 55.3 / 49.5 row-major at M = 64, against fused_mma's 57.9 /
 //   48.1 and 65.7 / 54.4 (70.3 / 78.3 without the ring at the whole-tile plan).
-// - 192-row tile, ring of 4 (measured on an H100 80GB HBM3, the H200 not being lent; same
-//   bits): 74.0 / 79.6 -> 65.5 / 71.0 us at M = 160 and 74.9 / 81.4 -> 69.3 / 71.9 at M = 192
-//   registered, 79.6 / 86.5 -> 68.7 / 73.2 and 79.6 / 87.2 -> 71.9 / 75.0 row-major, where the
-//   256-row tile's ring of 2 took 74.2-81.1 (twenty-fourth session).
+// - 192-row tile, ring of 4 (same bits; first measured on an H100 80GB HBM3): 74.0 / 79.6 ->
+//   65.5 / 71.0 us at M = 160 and 74.9 / 81.4 -> 69.3 / 71.9 at M = 192 registered, 79.6 / 86.5
+//   -> 68.7 / 73.2 and 79.6 / 87.2 -> 71.9 / 75.0 row-major, where the 256-row tile's ring of 2
+//   took 74.2-81.1 (twenty-fourth session); the H200 bench at 1892ebe then timed the registered
+//   M = 160 / 192 launches 1.10-1.14x faster than the e5e90f0 bench without it.
 constexpr int library_ring(int nact) {
   return nact == 64 || nact == 128 || nact == 192 ? 4 : nact == kWgActRows ? 2 : 0;
 }
