@@ -16,6 +16,9 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
   an operand), no local memory, no CALL, and the table decode's PRMT lookups present; in
   fused_mma's K order, one 16-byte load a row and step on either layout and the PRMTs of two
   decode tables a row and step (the natural order, retired, needed eight);
+* the split-K finalize kernel (in each of the GEMV's, fused_mma's and fused_wgmma's files), at
+  both vector widths: one chunk of eight partial loads in flight (16-byte loads at width 4),
+  8-byte bias loads and output stores at width 4, 16-bit ones at width 1, no local memory;
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -201,6 +204,33 @@ def ring_copy_problems(ops: list[str], ring: int) -> list[str]:
         problems.append("not one 16-byte and one 16-bit shared load a row and step (LDS.128, LDS.U16)")
     if any(o.startswith("LDG.E.128") for o in ops):
         problems.append("a 16-byte global load (LDG.E.128): the ring's weights come through cp.async")
+    return problems
+
+
+#: mma_decode.cuh's kFinalizeChunk: the splits whose partials a finalize thread loads before it adds them
+FINALIZE_CHUNK = 8
+
+
+def check_finalize(instructions: list[str], vec: int) -> list[str]:
+    """Violations of the split-K finalize kernel's contract at vector width ``vec``
+    (mma_decode.cuh): one chunk's partial loads issued together, 16 bytes each at width 4 and 4
+    bytes at width 1, the bias and the outputs in one 8-byte access a thread at width 4 (16-bit
+    ones at width 1), no local memory."""
+    ops = opcodes(instructions)
+    problems = []
+    partial_loads = [o for o in ops if o.startswith("LDG") and ".U16" not in o and ".64" not in o]
+    wide = "LDG.E.128" if vec == 4 else "LDG.E"
+    if len(partial_loads) != FINALIZE_CHUNK or any(o.split(".CONSTANT")[0] != wide for o in partial_loads):
+        problems.append(f"partial loads {partial_loads}, not {FINALIZE_CHUNK} x {wide} (one chunk of splits)")
+    bias = [o for o in ops if o.startswith("LDG") and o not in partial_loads]
+    stores = [o for o in ops if o.startswith("STG")]
+    want_bias, want_store = (["LDG.E.64"], ["STG.E.64"]) if vec == 4 else (["LDG.E.U16"], ["STG.E.U16"])
+    if [o.split(".CONSTANT")[0] for o in bias] != want_bias:
+        problems.append(f"bias loads {bias}, not {want_bias}")
+    if stores != want_store:
+        problems.append(f"output stores {stores}, not {want_store}")
+    if _local_memory(ops):
+        problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
     return problems
 
 
@@ -461,6 +491,34 @@ def test_wgmma_checker_reports_what_the_kernel_must_not_do(dev_wgmma_sass, bad_s
     assert staged != ins and any("shared-memory load" in p for p in check_wgmma(staged, 256))
     by_desc = [re.sub(r"(HGMMA\S+ R\d+, )R\d+,", r"\1gdesc[UR4],", i) for i in ins]
     assert by_desc != ins and "an HGMMA that is not m64n256k16 with A from registers" in check_wgmma(by_desc, 256)
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_splitk_finalize_contract(kernel_sass, dtype: str) -> None:
+    """Each kernel file that sums split-K partials (GEMV, fused_mma, fused_wgmma) has its copy of
+    the finalize kernel at both widths, each with its chunk of loads in flight and its 8- or 16-bit
+    accesses (the launch takes width 4 where rows and addresses allow it)."""
+    chosen = _select(kernel_sass, "nvfp4_splitk_finalize_kernel", dtype)
+    for unit in ("gemv_cu", "fused_mma_cu", "fused_wgmma_cu"):
+        for vec in (1, 4):
+            found = [ins for name, ins in chosen.items() if f"_{unit}_" in name and f"Li{vec}EE" in name]
+            assert len(found) == 1, (unit, vec, sorted(chosen))
+            assert check_finalize(found[0], vec) == [], (unit, vec, check_finalize(found[0], vec))
+
+
+def test_finalize_checker_reports_narrow_loads_and_split_accesses(kernel_sass) -> None:
+    """The width-4 kernel with its partial loads narrowed to 4 bytes, or its 8-byte store split in
+    two, is reported; the width-1 kernel passes only as width 1."""
+    chosen = _select(kernel_sass, "nvfp4_splitk_finalize_kernel", "bf16")
+    wide = next(ins for name, ins in chosen.items() if "Li4EE" in name)
+    narrow = next(ins for name, ins in chosen.items() if "Li1EE" in name)
+    assert check_finalize(wide, 4) == [] and check_finalize(narrow, 1) == []
+    assert check_finalize(narrow, 4) != [] and check_finalize(wide, 1) != []
+    narrowed = [re.sub(r"LDG\.E\.128", "LDG.E", i) for i in wide]
+    assert any("partial loads" in p for p in check_finalize(narrowed, 4))
+    split = [re.sub(r"STG\.E\.64 (\S+), (\S+)", r"STG.E \1, \2", i) for i in wide]
+    split += [i for i in wide if i.startswith("STG")]
+    assert any("output stores" in p for p in check_finalize(split, 4))
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
