@@ -10,7 +10,9 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
 * fused_mma: HMMA, no local memory, every global load a 16- or 8-byte asynchronous copy into
   shared memory (LDGSTS.E.BYPASS.128 for the weights and activations, LDGSTS.E.64 for the
   scale bytes), every shared load of an operand 128 bits wide, no CALL, and the table decode's
-  PRMT lookups present;
+  PRMT lookups present; its K loops (the table throughout, and the per-step range test with both
+  decodes) issue exactly the design's PRMTs, LOP3s and FMULs for their words and tables, and
+  each step's MMAs once;
 * fused_wgmma (sm_90a): warpgroup MMAs (HGMMA) with A from registers, the weights loaded with
   16-byte global loads straight into registers (no asynchronous copy, no shared-memory load of
   an operand), no local memory, no CALL, and the table decode's PRMT lookups present; in
@@ -312,6 +314,94 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
             assert len(calls) == 1, name
             problems = [p for p in problems if not p.startswith("CALL")]
         assert problems == [], name
+
+
+def mma_loop_spans(instructions: list[str]) -> list[tuple[int, int]]:
+    """The loops of a function that issue tensor-core MMAs (HMMA), as (first, last) indexes into
+    :func:`dump_sass`'s list: each backward branch, from its target through the branch.
+    cuobjdump numbers sm_90 instructions 16 bytes apart from 0, so a target address / 16 is the
+    instruction's index."""
+    spans = []
+    for i, ins in enumerate(instructions):
+        branch = re.search(r"\bBRA\b.*?\b0x([0-9a-f]+)\b", ins)
+        if branch is None:
+            continue
+        target = int(branch.group(1), 16)
+        assert target % 16 == 0, ins
+        if target // 16 <= i and any(o.startswith("HMMA") for o in opcodes(instructions[target // 16:i + 1])):
+            spans.append((target // 16, i))
+    return spans
+
+
+def mma_loops(instructions: list[str]) -> list[list[str]]:
+    """The bodies of :func:`mma_loop_spans`."""
+    return [instructions[first:last + 1] for first, last in mma_loop_spans(instructions)]
+
+
+def fused_step_prmts(rt: int, placed: bool) -> int:
+    """PRMTs of one K step of a fused_mma thread, from the algorithm (mma_decode.cuh): 2 rows x RT
+    row tiles x 4 words of 8 codes, each 4 table lookups and 4 byte interleaves (a row-major word 2
+    more, to move its signs), and 2 rows x RT x 2 scale blocks' tables of 4 PRMTs each."""
+    words, tables = 2 * rt * 4, 2 * rt * 2
+    return words * (8 if placed else 10) + tables * 4
+
+
+def fused_loop_problems(instructions: list[str], mt: int, rt: int, tiled: bool) -> list[str]:
+    """Where the K loops of a fused_mma instantiation of MT activation and RT row tiles differ
+    from the design's instruction counts (empty when they match). A step is 8 k16 MMAs for each
+    activation and row tile. A registered (tile-contiguous) weight has two K loops: the table
+    throughout (every scale byte in the table's range, scale_bytes_in_table) and the per-step
+    range test with both decodes; a row-major weight only the second. The table loop issues the
+    step's MMAs once, exactly fused_step_prmts PRMTs, 3 LOP3 a word (the magnitudes' mask and
+    two sign XORs) and 2 FMUL a table (s = e4m3 * g and 1.5 s); a checked loop holds both
+    decodes' MMAs and the table decode's PRMTs (the multiply decode has none)."""
+    problems = []
+    mmas = 8 * mt * rt
+    loops = sorted(mma_loops(instructions), key=len)
+    if len(loops) != (2 if tiled else 1):
+        return [f"{len(loops)} K loops with MMAs, not {2 if tiled else 1}"]
+    checked = opcodes(loops[-1])
+    if _count(checked, "HMMA") != 2 * mmas:
+        problems.append(f"checked loop: {_count(checked, 'HMMA')} HMMA, not {2 * mmas} (both decodes' MMAs)")
+    if _count(checked, "PRMT") != fused_step_prmts(rt, placed=tiled):
+        problems.append(f"checked loop: {_count(checked, 'PRMT')} PRMT, not {fused_step_prmts(rt, placed=tiled)}")
+    if tiled:
+        table = opcodes(loops[0])
+        want = {"HMMA": mmas, "PRMT": fused_step_prmts(rt, placed=True), "LOP3": 3 * 8 * rt, "FMUL": 2 * 4 * rt}
+        for op, n in want.items():
+            if _count(table, op) != n:
+                problems.append(f"table loop: {_count(table, op)} {op}, not {n}")
+    return problems
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_fused_mma_k_loops_decode_at_the_designs_instruction_counts(kernel_sass, dtype: str) -> None:
+    """What the M <= 16 targets are held by is the decode's work per step (benchmarks/NOTES.md):
+    every instantiation's K loops issue exactly the table decode's PRMTs, LOP3s and FMULs for its
+    words and tables, and its MMAs once per step (a compiler or source change that adds decode
+    instructions to the loop fails here, on the CPU, before any GPU times it)."""
+    for name, ins in _select(kernel_sass, "nvfp4_fused_mma_kernel", dtype).items():
+        mt, rt, _warps, _last_block, tiled = re.search(r"Li(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])E", name).groups()
+        assert fused_loop_problems(ins, int(mt), int(rt), tiled == "1") == [], name
+
+
+def test_the_loop_checker_reports_an_added_decode_instruction_or_a_lost_loop(kernel_sass) -> None:
+    name, ins = next((name, ins) for name, ins in _select(kernel_sass, "nvfp4_fused_mma_kernel", "bf16").items()
+                     if "Li1ELi1ELi4ELb1ELb1E" in name)
+    assert fused_loop_problems(ins, 1, 1, True) == []
+    # one of the table loop's LOP3s turned into a PRMT (in place: an insertion would move the
+    # addresses that the branches name)
+    first, last = min(mma_loop_spans(ins), key=lambda span: span[1] - span[0])
+    lop = next(i for i in range(first, last + 1) if opcodes([ins[i]])[0].startswith("LOP3"))
+    replaced = [*ins[:lop], "PRMT R0, R1, 0x5410, R2", *ins[lop + 1:]]
+    problems = fused_loop_problems(replaced, 1, 1, True)
+    assert any("table loop: 81 PRMT" in p for p in problems) and any("table loop: 23 LOP3" in p for p in problems)
+    # as a row-major kernel (one loop expected) or at the wrong tile counts it fails as well
+    assert fused_loop_problems(ins, 1, 1, False) == ["2 K loops with MMAs, not 1"]
+    assert any("HMMA" in p for p in fused_loop_problems(ins, 2, 1, True))
+    # a loop's backward branch turned into a forward one: no loop, reported
+    no_loop = [re.sub(r"BRA 0x[0-9a-f]+", "BRA 0xfffff0", i) for i in ins]
+    assert fused_loop_problems(no_loop, 1, 1, True) == ["0 K loops with MMAs, not 2"]
 
 
 #: the ring of weight steps (fused_wgmma.cu's library_ring) of each (RELAYOUT, NACT) the library
