@@ -28,8 +28,15 @@
 # ablate: scripts/ws_dev/ablate_dev.py, fused_wgmma with its decode, MMAs or weight loads compiled
 #         out, beside the full kernel and fused_mma (needs python scripts/ws_dev/ra_dev.py --out
 #         /tmp/ra --prebuild --ablations here first, and kernels/_build carried).
+# library-ab: scripts/fused_library_ab.py, a baseline build of the library against this tree's on
+#         the fused path (tile-contiguous weights; timed in bf16, bits compared in both types; same
+#         bits expected where both split alike), with a provenance record beside it:
+#         the baseline is $NVFP4_AB_BASE, by default the one .so under kernels/_build/base (build it
+#         here from the baseline's sources with build_library(source_dir=..., cache_dir=
+#         Path("kernels/_build/base")) and carry kernels/_build); $NVFP4_AB_MS and $NVFP4_AB_SHAPES
+#         choose the rows (default M = 2..64 on both large shapes and 4096 x 4096).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|stalls|ablate|all[,...]}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|stalls|ablate|library-ab|all[,...]}
 # wants P: P is one of the comma-separated phases asked for (all: verify, mutants, bench)
 wants() {
   local p
@@ -138,6 +145,25 @@ fi
 if wants ablate; then
   step "fused_wgmma with parts compiled out (dev builds), beside the full kernel and fused_mma"
   python3 scripts/ws_dev/ablate_dev.py --out "$OUT/ablate" 2>&1 | tee "$OUT/ablate.log" | tail -12 || status=1
+fi
+
+if wants library-ab; then
+  step "library A/B: a baseline build against this tree's (fused path, tiled weights, bf16)"
+  base=${NVFP4_AB_BASE:-$(ls kernels/_build/base/libnvfp4_*.so 2>/dev/null | head -1)}
+  candidate=$(python3 -c 'from nvfp4_kernels import build; print(build.build_library())')
+  if [[ -z $base || ! -f $base ]]; then
+    echo "no baseline library: build one into kernels/_build/base here and carry kernels/_build"; status=1
+  else
+    ab=(python3 scripts/fused_library_ab.py --a "$base" --b "$candidate" --a-tiled placed --b-tiled
+        --ms "${NVFP4_AB_MS:-2,4,8,16,32,64}" --shapes "${NVFP4_AB_SHAPES:-17408x5120,5120x17408,4096x4096}"
+        --out "$OUT/library-ab.json")
+    "${ab[@]}" 2>&1 | tee "$OUT/library-ab.log" | tail -40 || status=1
+    python3 - "$OUT/library-ab.provenance.json" "${ab[@]}" <<'PY' || status=1
+import json, sys
+from nvfp4_harness.nvfp4.provenance import gpu_provenance  # the commit: $NVFP4_GIT_COMMIT
+open(sys.argv[1], "w").write(json.dumps(gpu_provenance(sys.argv[2:]), indent=1) + "\n")
+PY
+  fi
 fi
 
 if wants host; then

@@ -325,7 +325,8 @@ def test_the_warp_specialized_dev_kernel_builds_against_the_kernel_headers_witho
     launching), without a GPU: 128, 136 and 160 rows up to M = 128; above that the register-A
     build takes several 128-row activation tiles (the same widths) and the shared-memory build one
     256-row tile (128 or 136 weight rows: a 160-row tile's stages would not fit)."""
-    lib = _build_dev_kernel(tmp_path, "fused_ws.cu", flags, instantiations + 2)  # and the 2 finalize kernels
+    # and the finalize kernels: two types at two vector widths
+    lib = _build_dev_kernel(tmp_path, "fused_ws.cu", flags, instantiations + 4)
     has_tile = ctypes.CDLL(str(lib)).nvfp4ws_has_tile
     widths = (72, 128, 136, 160)
     assert [has_tile(nt, m) for m in (64, 65, 128) for nt in widths] == [0, 1, 1, 1] * 3
@@ -346,11 +347,11 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     finally:
         sys.path.pop(0)
     # bf16 and fp16 kernels of the dev variants (some with staged weights) and of the library's
-    # (each layout at 64, 128, 192 and 256 activation rows, one block an SM), the two finalize
-    # kernels and the permutation
+    # (each layout at 64, 128, 192 and 256 activation rows, one block an SM), the finalize
+    # kernels (two types at two vector widths) and the permutation
     library = {(tiled, nact, 1, 3, False, 4 if nact in (64, 128, 192) else 2)
                for tiled in (True, False) for nact in (64, 128, 192, 256)}  # fused_wgmma.cu's library_ring
-    kernels = 2 * len(set(VARIANTS) | library) + 2 + 1
+    kernels = 2 * len(set(VARIANTS) | library) + 4 + 1
     lib = bind(ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), kernels))))
     assert all(hasattr(lib, name) for name in ("nvfp4ra_launch_mma_order", "nvfp4ra_permute_act",
                                                "nvfp4ra_permuted_rows"))

@@ -10,12 +10,17 @@ nvidia-cuda-nvdisasm on the PATH) disassembles sm_90 cubins built by nvfp4_kerne
 * fused_mma: HMMA, no local memory, every global load a 16- or 8-byte asynchronous copy into
   shared memory (LDGSTS.E.BYPASS.128 for the weights and activations, LDGSTS.E.64 for the
   scale bytes), every shared load of an operand 128 bits wide, no CALL, and the table decode's
-  PRMT lookups present;
+  PRMT lookups present; its K loops (the table throughout, and the per-step range test with both
+  decodes) issue exactly the design's PRMTs, LOP3s and FMULs for their words and tables, and
+  each step's MMAs once;
 * fused_wgmma (sm_90a): warpgroup MMAs (HGMMA) with A from registers, the weights loaded with
   16-byte global loads straight into registers (no asynchronous copy, no shared-memory load of
   an operand), no local memory, no CALL, and the table decode's PRMT lookups present; in
   fused_mma's K order, one 16-byte load a row and step on either layout and the PRMTs of two
   decode tables a row and step (the natural order, retired, needed eight);
+* the split-K finalize kernel (in each of the GEMV's, fused_mma's and fused_wgmma's files), at
+  both vector widths: one chunk of eight partial loads in flight (16-byte loads at width 4),
+  8-byte bias loads and output stores at width 4, 16-bit ones at width 1, no local memory;
 * scalar dequant: 16-bit global stores.
 
 Each checker is also run on a deliberately bad kernel compiled here, to prove it reports the
@@ -204,6 +209,33 @@ def ring_copy_problems(ops: list[str], ring: int) -> list[str]:
     return problems
 
 
+#: mma_decode.cuh's kFinalizeChunk: the splits whose partials a finalize thread loads before it adds them
+FINALIZE_CHUNK = 8
+
+
+def check_finalize(instructions: list[str], vec: int) -> list[str]:
+    """Violations of the split-K finalize kernel's contract at vector width ``vec``
+    (mma_decode.cuh): one chunk's partial loads issued together, 16 bytes each at width 4 and 4
+    bytes at width 1, the bias and the outputs in one 8-byte access a thread at width 4 (16-bit
+    ones at width 1), no local memory."""
+    ops = opcodes(instructions)
+    problems = []
+    partial_loads = [o for o in ops if o.startswith("LDG") and ".U16" not in o and ".64" not in o]
+    wide = "LDG.E.128" if vec == 4 else "LDG.E"
+    if len(partial_loads) != FINALIZE_CHUNK or any(o.split(".CONSTANT")[0] != wide for o in partial_loads):
+        problems.append(f"partial loads {partial_loads}, not {FINALIZE_CHUNK} x {wide} (one chunk of splits)")
+    bias = [o for o in ops if o.startswith("LDG") and o not in partial_loads]
+    stores = [o for o in ops if o.startswith("STG")]
+    want_bias, want_store = (["LDG.E.64"], ["STG.E.64"]) if vec == 4 else (["LDG.E.U16"], ["STG.E.U16"])
+    if [o.split(".CONSTANT")[0] for o in bias] != want_bias:
+        problems.append(f"bias loads {bias}, not {want_bias}")
+    if stores != want_store:
+        problems.append(f"output stores {stores}, not {want_store}")
+    if _local_memory(ops):
+        problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
+    return problems
+
+
 def check_scalar(instructions: list[str]) -> list[str]:
     ops = opcodes(instructions)
     return [] if any(o.startswith("STG.E.U16") for o in ops) else ["no 16-bit global store (STG.E.U16)"]
@@ -282,6 +314,94 @@ def test_fused_mma_contract(kernel_sass, dtype: str) -> None:
             assert len(calls) == 1, name
             problems = [p for p in problems if not p.startswith("CALL")]
         assert problems == [], name
+
+
+def mma_loop_spans(instructions: list[str]) -> list[tuple[int, int]]:
+    """The loops of a function that issue tensor-core MMAs (HMMA), as (first, last) indexes into
+    :func:`dump_sass`'s list: each backward branch, from its target through the branch.
+    cuobjdump numbers sm_90 instructions 16 bytes apart from 0, so a target address / 16 is the
+    instruction's index."""
+    spans = []
+    for i, ins in enumerate(instructions):
+        branch = re.search(r"\bBRA\b.*?\b0x([0-9a-f]+)\b", ins)
+        if branch is None:
+            continue
+        target = int(branch.group(1), 16)
+        assert target % 16 == 0, ins
+        if target // 16 <= i and any(o.startswith("HMMA") for o in opcodes(instructions[target // 16:i + 1])):
+            spans.append((target // 16, i))
+    return spans
+
+
+def mma_loops(instructions: list[str]) -> list[list[str]]:
+    """The bodies of :func:`mma_loop_spans`."""
+    return [instructions[first:last + 1] for first, last in mma_loop_spans(instructions)]
+
+
+def fused_step_prmts(rt: int, placed: bool) -> int:
+    """PRMTs of one K step of a fused_mma thread, from the algorithm (mma_decode.cuh): 2 rows x RT
+    row tiles x 4 words of 8 codes, each 4 table lookups and 4 byte interleaves (a row-major word 2
+    more, to move its signs), and 2 rows x RT x 2 scale blocks' tables of 4 PRMTs each."""
+    words, tables = 2 * rt * 4, 2 * rt * 2
+    return words * (8 if placed else 10) + tables * 4
+
+
+def fused_loop_problems(instructions: list[str], mt: int, rt: int, tiled: bool) -> list[str]:
+    """Where the K loops of a fused_mma instantiation of MT activation and RT row tiles differ
+    from the design's instruction counts (empty when they match). A step is 8 k16 MMAs for each
+    activation and row tile. A registered (tile-contiguous) weight has two K loops: the table
+    throughout (every scale byte in the table's range, scale_bytes_in_table) and the per-step
+    range test with both decodes; a row-major weight only the second. The table loop issues the
+    step's MMAs once, exactly fused_step_prmts PRMTs, 3 LOP3 a word (the magnitudes' mask and
+    two sign XORs) and 2 FMUL a table (s = e4m3 * g and 1.5 s); a checked loop holds both
+    decodes' MMAs and the table decode's PRMTs (the multiply decode has none)."""
+    problems = []
+    mmas = 8 * mt * rt
+    loops = sorted(mma_loops(instructions), key=len)
+    if len(loops) != (2 if tiled else 1):
+        return [f"{len(loops)} K loops with MMAs, not {2 if tiled else 1}"]
+    checked = opcodes(loops[-1])
+    if _count(checked, "HMMA") != 2 * mmas:
+        problems.append(f"checked loop: {_count(checked, 'HMMA')} HMMA, not {2 * mmas} (both decodes' MMAs)")
+    if _count(checked, "PRMT") != fused_step_prmts(rt, placed=tiled):
+        problems.append(f"checked loop: {_count(checked, 'PRMT')} PRMT, not {fused_step_prmts(rt, placed=tiled)}")
+    if tiled:
+        table = opcodes(loops[0])
+        want = {"HMMA": mmas, "PRMT": fused_step_prmts(rt, placed=True), "LOP3": 3 * 8 * rt, "FMUL": 2 * 4 * rt}
+        for op, n in want.items():
+            if _count(table, op) != n:
+                problems.append(f"table loop: {_count(table, op)} {op}, not {n}")
+    return problems
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_fused_mma_k_loops_decode_at_the_designs_instruction_counts(kernel_sass, dtype: str) -> None:
+    """What the M <= 16 targets are held by is the decode's work per step (benchmarks/NOTES.md):
+    every instantiation's K loops issue exactly the table decode's PRMTs, LOP3s and FMULs for its
+    words and tables, and its MMAs once per step (a compiler or source change that adds decode
+    instructions to the loop fails here, on the CPU, before any GPU times it)."""
+    for name, ins in _select(kernel_sass, "nvfp4_fused_mma_kernel", dtype).items():
+        mt, rt, _warps, _last_block, tiled = re.search(r"Li(\d+)ELi(\d+)ELi(\d+)ELb([01])ELb([01])E", name).groups()
+        assert fused_loop_problems(ins, int(mt), int(rt), tiled == "1") == [], name
+
+
+def test_the_loop_checker_reports_an_added_decode_instruction_or_a_lost_loop(kernel_sass) -> None:
+    name, ins = next((name, ins) for name, ins in _select(kernel_sass, "nvfp4_fused_mma_kernel", "bf16").items()
+                     if "Li1ELi1ELi4ELb1ELb1E" in name)
+    assert fused_loop_problems(ins, 1, 1, True) == []
+    # one of the table loop's LOP3s turned into a PRMT (in place: an insertion would move the
+    # addresses that the branches name)
+    first, last = min(mma_loop_spans(ins), key=lambda span: span[1] - span[0])
+    lop = next(i for i in range(first, last + 1) if opcodes([ins[i]])[0].startswith("LOP3"))
+    replaced = [*ins[:lop], "PRMT R0, R1, 0x5410, R2", *ins[lop + 1:]]
+    problems = fused_loop_problems(replaced, 1, 1, True)
+    assert any("table loop: 81 PRMT" in p for p in problems) and any("table loop: 23 LOP3" in p for p in problems)
+    # as a row-major kernel (one loop expected) or at the wrong tile counts it fails as well
+    assert fused_loop_problems(ins, 1, 1, False) == ["2 K loops with MMAs, not 1"]
+    assert any("HMMA" in p for p in fused_loop_problems(ins, 2, 1, True))
+    # a loop's backward branch turned into a forward one: no loop, reported
+    no_loop = [re.sub(r"BRA 0x[0-9a-f]+", "BRA 0xfffff0", i) for i in ins]
+    assert fused_loop_problems(no_loop, 1, 1, True) == ["0 K loops with MMAs, not 2"]
 
 
 #: the ring of weight steps (fused_wgmma.cu's library_ring) of each (RELAYOUT, NACT) the library
@@ -461,6 +581,34 @@ def test_wgmma_checker_reports_what_the_kernel_must_not_do(dev_wgmma_sass, bad_s
     assert staged != ins and any("shared-memory load" in p for p in check_wgmma(staged, 256))
     by_desc = [re.sub(r"(HGMMA\S+ R\d+, )R\d+,", r"\1gdesc[UR4],", i) for i in ins]
     assert by_desc != ins and "an HGMMA that is not m64n256k16 with A from registers" in check_wgmma(by_desc, 256)
+
+
+@pytest.mark.parametrize("dtype", ["half", "bf16"])
+def test_splitk_finalize_contract(kernel_sass, dtype: str) -> None:
+    """Each kernel file that sums split-K partials (GEMV, fused_mma, fused_wgmma) has its copy of
+    the finalize kernel at both widths, each with its chunk of loads in flight and its 8- or 16-bit
+    accesses (the launch takes width 4 where rows and addresses allow it)."""
+    chosen = _select(kernel_sass, "nvfp4_splitk_finalize_kernel", dtype)
+    for unit in ("gemv_cu", "fused_mma_cu", "fused_wgmma_cu"):
+        for vec in (1, 4):
+            found = [ins for name, ins in chosen.items() if f"_{unit}_" in name and f"Li{vec}EE" in name]
+            assert len(found) == 1, (unit, vec, sorted(chosen))
+            assert check_finalize(found[0], vec) == [], (unit, vec, check_finalize(found[0], vec))
+
+
+def test_finalize_checker_reports_narrow_loads_and_split_accesses(kernel_sass) -> None:
+    """The width-4 kernel with its partial loads narrowed to 4 bytes, or its 8-byte store split in
+    two, is reported; the width-1 kernel passes only as width 1."""
+    chosen = _select(kernel_sass, "nvfp4_splitk_finalize_kernel", "bf16")
+    wide = next(ins for name, ins in chosen.items() if "Li4EE" in name)
+    narrow = next(ins for name, ins in chosen.items() if "Li1EE" in name)
+    assert check_finalize(wide, 4) == [] and check_finalize(narrow, 1) == []
+    assert check_finalize(narrow, 4) != [] and check_finalize(wide, 1) != []
+    narrowed = [re.sub(r"LDG\.E\.128", "LDG.E", i) for i in wide]
+    assert any("partial loads" in p for p in check_finalize(narrowed, 4))
+    split = [re.sub(r"STG\.E\.64 (\S+), (\S+)", r"STG.E \1, \2", i) for i in wide]
+    split += [i for i in wide if i.startswith("STG")]
+    assert any("output stores" in p for p in check_finalize(split, 4))
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])

@@ -274,15 +274,16 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
         "  const uint32_t q2 = p + (u | (u << 16));"),
     Mutation(
         "splitk-order-reversed", "kernels/cuda/mma_decode.cuh",
-        "the split-K finalize kernel (GEMV and fused_mma) sums the partials last split first",
-        "  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];\n",
-        "  for (int s = splits - 1; s >= 0; --s) sum += partial[s * total + idx];\n"),
+        "the split-K finalize kernel (GEMV, fused_mma, fused_wgmma's split tiles) adds each chunk of up to "
+        "eight splits' partials last split first (so all of them, at up to eight splits)",
+        "    for (int c = 0; c < kFinalizeChunk; ++c)\n      if (s0 + c < splits) {\n",
+        "    for (int c = kFinalizeChunk - 1; c >= 0; --c)\n      if (s0 + c < splits) {\n"),
     Mutation(
         "finalize-wait-dropped", "kernels/cuda/mma_decode.cuh",
         "the split-K finalize kernel, launched as its split kernel's programmatic dependent, reads the "
         "partials without waiting for that kernel to complete (a race: it may sum partials not yet written)",
-        "  wait_for_prerequisite_grid();\n  const int64_t cols",
-        "  const int64_t cols"),
+        "  wait_for_prerequisite_grid();\n  splitk_finalize_thread",
+        "  splitk_finalize_thread"),
     Mutation(
         "last-block-order-reversed", "kernels/cuda/fused_mma.cu",
         "fused_mma's in-launch last-block sum adds the splits' partials last split first",

@@ -273,28 +273,134 @@ __device__ __forceinline__ void wait_for_prerequisite_grid() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
+// ---- Split-K epilogue ----------------------------------------------------------------------------
+//
+// Sums the fp32 partials in split order from +0.0, adds the bias in fp32, rounds once. It covers
+// output columns col0..n-1 (all of them for the GEMV and fused_mma; fused_wgmma's plan splits only
+// its left-over row tiles), their partials [splits][m][n - col0], flattened: output i of the
+// covered ones is partial[s * total + i] of every split s.
+//
+// Each thread sums VEC consecutive outputs of one row (VEC = 4 where the launch allows 16-byte
+// partial loads and 8-byte output stores, finalize_vector_width; 1 otherwise) and has the loads of
+// up to kFinalizeChunk splits in flight before it adds them. The first form (one output a thread,
+// the split loop left to the compiler: four loads in flight, then one) took two rounds of L2 trips
+// a thread and, at M = 16 on 17408 x 5120, 1088 blocks, one more than a wave (4.8-5.6 us under
+// ncu, benchmarks/NOTES.md). Per output the adds are the same in the same order, so the bits do
+// not depend on VEC or the chunk.
+constexpr int kFinalizeChunk = 8;
+constexpr int kFinalizeThreads = 128;
+
+template <int VEC>
+__host__ __device__ __forceinline__ void load_partials(const float* p, float (&v)[VEC]) {
+  if constexpr (VEC == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = p[j];
+  }
+}
+
+// VEC 16-bit values: one 8-byte access for VEC = 4 (the address 8-byte aligned), else one each.
+template <int VEC>
+__host__ __device__ __forceinline__ void load_halves(const unsigned short* p, unsigned short (&v)[VEC]) {
+  if constexpr (VEC == 4) {
+    const uint2 q = *reinterpret_cast<const uint2*>(p);
+    v[0] = static_cast<unsigned short>(q.x);
+    v[1] = static_cast<unsigned short>(q.x >> 16);
+    v[2] = static_cast<unsigned short>(q.y);
+    v[3] = static_cast<unsigned short>(q.y >> 16);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = p[j];
+  }
+}
+
+template <int VEC>
+__host__ __device__ __forceinline__ void store_halves(unsigned short* p, const unsigned short (&v)[VEC]) {
+  if constexpr (VEC == 4) {
+    uint2 q;
+    q.x = static_cast<uint32_t>(v[0]) | (static_cast<uint32_t>(v[1]) << 16);
+    q.y = static_cast<uint32_t>(v[2]) | (static_cast<uint32_t>(v[3]) << 16);
+    *reinterpret_cast<uint2*>(p) = q;
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) p[j] = v[j];
+  }
+}
+
+// The outputs of thread `thread` of the finalize grid (none past the covered ones). On the device
+// the kernel below runs it; suites/test_splitk_finalize.py runs it on the host for every thread of
+// the launch's grid and checks the outputs against numpy's fp32 sums in split order.
+template <typename T, int VEC>
+__host__ __device__ __forceinline__ void splitk_finalize_thread(const float* __restrict__ partial,
+                                                                const unsigned short* __restrict__ bias,
+                                                                unsigned short* __restrict__ out, int m, int n,
+                                                                int splits, int col0, int64_t thread) {
+  const int64_t cols = n - col0;
+  const int64_t total = static_cast<int64_t>(m) * cols;
+  const int64_t idx = thread * VEC;
+  if (idx >= total) return;
+  float sum[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sum[j] = 0.f;
+  for (int s0 = 0; s0 < splits; s0 += kFinalizeChunk) {
+    float part[kFinalizeChunk][VEC];
+#pragma unroll
+    for (int l = 0; l < kFinalizeChunk; ++l)
+      if (s0 + l < splits) load_partials<VEC>(partial + (s0 + l) * total + idx, part[l]);
+#pragma unroll
+    for (int c = 0; c < kFinalizeChunk; ++c)
+      if (s0 + c < splits) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) sum[j] += part[c][j];
+      }
+  }
+  const int64_t row = idx / cols;
+  const int nn = col0 + static_cast<int>(idx - row * cols);
+  if (bias != nullptr) {
+    unsigned short b[VEC];
+    load_halves<VEC>(bias + nn, b);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum[j] += OutT<T>::to_f32(b[j]);
+  }
+  unsigned short rounded[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) rounded[j] = OutT<T>::one(sum[j]);
+  store_halves<VEC>(out + row * n + nn, rounded);
+}
+
+// 4 where every thread's four outputs lie in one row and its loads and store are aligned: the
+// covered columns and the row length are multiples of 4, the partials 16-byte aligned, the output
+// and bias 8-byte aligned; otherwise 1. (The workspaces of nvfp4_kernels.cuda_backend are
+// allocations of their own, so the partials are aligned.)
+inline int finalize_vector_width(const float* partial, const unsigned short* bias, const unsigned short* out, int n,
+                                 int col0) {
+  const bool aligned = reinterpret_cast<uintptr_t>(partial) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(bias) % 8 == 0;
+  return aligned && n % 4 == 0 && col0 % 4 == 0 ? 4 : 1;
+}
+
+// Threads of the finalize grid: one for every VEC covered outputs, rounded up to whole blocks.
+inline int64_t finalize_blocks(int m, int n, int col0, int vec) {
+  const int64_t threads = (static_cast<int64_t>(m) * (n - col0) + vec - 1) / vec;
+  return (threads + kFinalizeThreads - 1) / kFinalizeThreads;
+}
+
 namespace {  // one copy per translation unit: each kernel file registers its own
 
-// Split-K epilogue: sum the fp32 partials in split order, add the bias in fp32, round once.
-// It covers output columns col0..n-1 (all of them for the GEMV and fused_mma; fused_wgmma's plan
-// splits only its left-over row tiles), their partials [splits][m][n - col0]. Launched as the
-// split kernel's programmatic dependent, it reads no partial before that kernel has completed
-// (wait_for_prerequisite_grid).
-template <typename T>
+// Launched as the split kernel's programmatic dependent, it reads no partial before that kernel
+// has completed (wait_for_prerequisite_grid).
+template <typename T, int VEC>
 __global__ void nvfp4_splitk_finalize_kernel(const float* __restrict__ partial,
                                              const unsigned short* __restrict__ bias,
                                              unsigned short* __restrict__ out, int m, int n, int splits, int col0) {
   wait_for_prerequisite_grid();
-  const int64_t cols = n - col0;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t total = static_cast<int64_t>(m) * cols;
-  if (idx >= total) return;
-  float sum = 0.f;
-  for (int s = 0; s < splits; ++s) sum += partial[s * total + idx];
-  const int64_t row = idx / cols;
-  const int nn = col0 + static_cast<int>(idx - row * cols);
-  if (bias != nullptr) sum += OutT<T>::to_f32(bias[nn]);
-  out[row * n + nn] = OutT<T>::one(sum);
+  splitk_finalize_thread<T, VEC>(partial, bias, out, m, n, splits, col0,
+                                 static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
 }
 
 }  // namespace
@@ -328,10 +434,11 @@ cudaError_t launch_programmatic_dependent(void (*kernel)(Params...), dim3 grid, 
 template <typename T>
 cudaError_t launch_splitk_finalize(const float* partial, const unsigned short* bias, unsigned short* out, int m,
                                    int n, int splits, cudaStream_t stream, int col0 = 0) {
-  const int64_t total = static_cast<int64_t>(m) * (n - col0);
-  const dim3 grid(static_cast<unsigned>((total + 255) / 256));
-  return launch_programmatic_dependent(nvfp4_splitk_finalize_kernel<T>, grid, dim3(256), 0, stream, partial, bias, out,
-                                       m, n, splits, col0);
+  const int vec = finalize_vector_width(partial, bias, out, n, col0);
+  const dim3 grid(static_cast<unsigned>(finalize_blocks(m, n, col0, vec)));
+  const auto kernel = vec == 4 ? nvfp4_splitk_finalize_kernel<T, 4> : nvfp4_splitk_finalize_kernel<T, 1>;
+  return launch_programmatic_dependent(kernel, grid, dim3(kFinalizeThreads), 0, stream, partial, bias, out, m, n,
+                                       splits, col0);
 }
 
 }  // namespace nvfp4

@@ -86,6 +86,8 @@ __device__ __forceinline__ void e2m1x8_to_f32_scaled(uint32_t w, float f[8]) {
 }
 
 // Output-type traits: the rounding conversions (RN; NaN -> canonical 0x7FFF from the hardware).
+// one and to_f32 also run on the host, where suites/test_splitk_finalize.py runs the split-K
+// finalize kernel's body (mma_decode.cuh); on the device they are the same instructions.
 template <typename T>
 struct OutT;
 
@@ -95,10 +97,10 @@ struct OutT<__half> {
     const __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&h);
   }
-  static __device__ __forceinline__ unsigned short one(float v) {
+  static __host__ __device__ __forceinline__ unsigned short one(float v) {
     return __half_as_ushort(__float2half_rn(v));
   }
-  static __device__ __forceinline__ float to_f32(unsigned short bits) {
+  static __host__ __device__ __forceinline__ float to_f32(unsigned short bits) {
     return __half2float(__ushort_as_half(bits));
   }
 };
@@ -109,11 +111,15 @@ struct OutT<__nv_bfloat16> {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&h);
   }
-  static __device__ __forceinline__ unsigned short one(float v) {
+  static __host__ __device__ __forceinline__ unsigned short one(float v) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(v));
   }
-  static __device__ __forceinline__ float to_f32(unsigned short bits) {
+  static __host__ __device__ __forceinline__ float to_f32(unsigned short bits) {
+#ifdef __CUDA_ARCH__
     return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+#else
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+#endif
   }
 };
 
