@@ -566,6 +566,25 @@ def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_wei
         assert any(o.startswith("HGMMA") for o in ops) and any(".E4M3." in o for o in ops), name
 
 
+def test_the_activation_stream_ablation_copies_the_first_stages_only(dev_wgmma_sass, tmp_path: Path) -> None:
+    """Bit 8 of NVFP4_WGMMA_ABLATE (twenty-sixth session: what holds the 64-row tile when neither
+    its decode nor its MMAs do) leaves out the activation stream after the first stages: every
+    kernel of that build issues its tensor copies (UTMALDG, two boxes a step) in the prologue only,
+    half of what the same kernel of the full dev build issues, and keeps its HGMMAs and its decode.
+    The library's build never defines the macro (its kernels are the contract tests' above)."""
+    def by_name(functions: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {re.sub(r"_GLOBAL__N__\w+?_cu_[0-9a-f]+", "", name): opcodes(ins) for name, ins in functions.items()}
+
+    ablated = by_name(_dev_cubin_sass(tmp_path, "NVFP4_WGMMA_ABLATE=8"))
+    full = by_name(dev_wgmma_sass)
+    assert ablated and set(ablated) <= set(full), sorted(set(ablated) - set(full))
+    for name, ops in ablated.items():
+        copies, full_copies = _count(ops, "UTMALDG"), _count(full[name], "UTMALDG")
+        assert copies == 2 and full_copies == 4, (name, copies, full_copies)
+        assert _count(ops, "HGMMA") == _count(full[name], "HGMMA") > 0, name
+        assert any(".E4M3." in o for o in ops), name
+
+
 def test_wgmma_checker_reports_what_the_kernel_must_not_do(dev_wgmma_sass, bad_sass) -> None:
     text = " | ".join(check_wgmma(bad_sass["bad_gemv"]) + check_wgmma(bad_sass["bad_dequant"]))
     for expected in ("no warpgroup MMA", "no 16-byte global load", "local memory", "CALL",

@@ -54,12 +54,16 @@ namespace {
 // skips the decode (a lane's raw code words are its A fragments), bit 2 the MMAs (the fragments
 // are folded into the accumulators by a few integer operations instead, so the decode stays
 // live), bit 4 the weight loads after the first step (the decode reads the same registers every
-// step). The timings of the ablated kernels say which part holds a launch (benchmarks/NOTES.md,
-// nineteenth session); their outputs are meaningless.
+// step; a kernel with a ring keeps copying), bit 8 the activation stream after the first kStages
+// steps (the prologue fills every stage, the loop waits on each stage's first fill only and then
+// reuses what is there, and thread 0 issues no more copies). The timings of the ablated kernels
+// say which part holds a launch (benchmarks/NOTES.md, nineteenth and twenty-sixth sessions);
+// their outputs are meaningless.
 #ifndef NVFP4_WGMMA_ABLATE
 #define NVFP4_WGMMA_ABLATE 0
 #endif
-constexpr int kAblateDecode = 1, kAblateMma = 2, kAblateLoads = 4;
+constexpr int kAblateDecode = 1, kAblateMma = 2, kAblateLoads = 4, kAblateActStream = 8;
+constexpr bool kActStream = (NVFP4_WGMMA_ABLATE & kAblateActStream) == 0;
 
 constexpr int kWgStepK = 128;
 constexpr int kWgActRows = 256;                        // activation rows a block (wgmma N), at most
@@ -309,7 +313,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   };
   if (tid == 0) {
     wait_for_prerequisite_grid();  // the permuted activations are written
-    for (int s = 0; s < STAGES - 1 && s < steps; ++s) load_act(s);
+    for (int s = 0; s < (kActStream ? STAGES - 1 : STAGES) && s < steps; ++s) load_act(s);
   }
   // this thread's weight rows: g and g + 8 of its warp's 16; rows past n read nothing (zero codes
   // and scale bytes, whose products never reach the output)
@@ -391,7 +395,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   for (int s = 0; s < steps; ++s) {
     if (s > 0) wgmma_wait_one();  // half 0 of step s - 1 is complete: a_lo is free
     if constexpr (STAGED) {
-      mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's weights and activations have landed
+      if (kActStream || s < STAGES) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's weights, activations
       read_stage(base + full_stage * kStageBytes);
     }
     if constexpr (RING > 0) {
@@ -399,7 +403,9 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
       ThreadRing<RING>::read(ring, s, tid, t, w0, w1, c0, c1);
     }
     decode_half(0, a_lo);
-    if constexpr (!STAGED) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations
+    if constexpr (!STAGED) {
+      if (kActStream || s < STAGES) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations
+    }
     const uint32_t as = base + full_stage * kStageBytes;
     wgmma_fence();
     if constexpr ((NVFP4_WGMMA_ABLATE & kAblateMma) != 0) {
@@ -413,7 +419,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
       wgmma_wait_one();  // step s - 1 is complete: a_hi and its activation stage are free
       if (ct == 0) mbar_arrive(act_empty + 8 * ((full_stage + STAGES - 1) % STAGES));
     }
-    if (tid == 0 && s + STAGES - 1 < steps) {  // into step s - 1's stage (at s = 0 the unused one)
+    if (kActStream && tid == 0 && s + STAGES - 1 < steps) {  // into step s - 1's stage (at s = 0 the unused one)
       if (s > 0) {
         mbar_wait(act_empty + 8 * empty_stage, empty_phase);
         if (++empty_stage == STAGES) empty_stage = 0, empty_phase ^= 1u;

@@ -1,7 +1,8 @@
 # ruff: noqa: B023  (each timed lambda runs inside the iteration that defines it)
 """Device measurement: which part holds the fused_wgmma kernel at each M. The same launches with
 parts of the kernel compiled out (fused_wgmma.cu's NVFP4_WGMMA_ABLATE: the decode, the MMAs, the
-weight loads after the first step; scripts/ws_dev/ra_dev.py's ABLATIONS), beside the full kernel,
+weight loads after the first step, the activation stream after the first stages; scripts/ws_dev/
+ra_dev.py's ABLATIONS), beside the full kernel,
 fused_mma (the dispatcher's path at M <= 64) and the same-run references.
 
 Why (benchmarks/NOTES.md, nineteenth session): at M = 64 the 64-row tile takes about 1.7 us a K
