@@ -1134,6 +1134,51 @@ def test_fused_wgmma_cannot_stream_its_weights_nor_decode_and_multiply_within_th
         assert abs(us["fused_wgmma full (dev build)"] / us["fused_wgmma full"] - 1) < 0.03, row["n"]
 
 
+FINALIZE_AB_RUN = "finalize-wide-loads-ab-h100-2026-12-05-ebe914b.json"
+SKELETON_RUN = "wgmma-skeleton-ablation-dev-h100-2026-12-05-9fe46a8.json"
+
+
+def test_the_wide_load_finalize_kept_every_bit_and_paid_where_a_split_has_most_outputs() -> None:
+    """The finalize kernel with four outputs a thread and a chunk of splits' loads in flight
+    (benchmarks/NOTES.md, twenty-sixth session), A/B against the library before it on an H100:
+    the same SHA-256 on every row of both types, the same split counts, and on 17408 x 5120
+    (the most outputs a split) faster at every M from 2 to 64 in both timings, by at least 5% at
+    M = 64; on the other shapes never more than 5% slower (the run's noise for a 12 us call)."""
+    data = _experiment(FINALIZE_AB_RUN)
+    assert data["provenance"]["gpu"].startswith("NVIDIA H") and data["provenance"]["git_commit"] == "ebe914b"
+    rows = data["rows"]
+    assert len(rows) == 36 and {r["dtype"] for r in rows} == {"bfloat16", "float16"}
+    assert all(r["same_bits"] and r["a_splits"] == r["b_splits"] > 1 for r in rows)
+    timed = [r for r in rows if r["dtype"] == "bfloat16"]
+    for r in timed:
+        if r["n"] == 17408:
+            assert r["b_flushed_us"] < r["a_flushed_us"] and r["b_graph_us"] < r["a_graph_us"], r["m"]
+        assert r["b_flushed_us"] < 1.05 * r["a_flushed_us"], (r["n"], r["m"])
+    at64 = next(r for r in timed if r["n"] == 17408 and r["m"] == 64)
+    assert at64["a_flushed_us"] / at64["b_flushed_us"] > 1.05
+
+
+def test_the_64_row_tiles_weight_ring_and_skeleton_hold_most_of_its_time() -> None:
+    """The skeleton ablation (benchmarks/NOTES.md, twenty-sixth session), M = 64 on both large
+    shapes: the library's 64-row tile without its decode, its MMAs and its activation stream
+    (build 11, the weight ring and the skeleton) still took at least 75% of the full launch and
+    more than 1.7x the copy; the activation stream cost it 1-6 us; and the ring-less two-block
+    build with nothing but the skeleton (15) took under 0.85x the copy, under 55% of the library's
+    build 11: the ring's weight stream is the larger part."""
+    data = _experiment(SKELETON_RUN)
+    assert data["provenance"]["gpu"].startswith("NVIDIA H") and data["provenance"]["git_commit"] == "9fe46a8"
+    rows = [r for r in data["rows"] if r["m"] == 64]
+    assert {r["n"] for r in rows} == {17408, 5120}
+    for row in rows:
+        us, copy = row["us"], row["copy_us"]
+        full = us["fused_wgmma full"]
+        ring_and_skeleton = us["fused_wgmma loads only, no activation stream"]
+        assert ring_and_skeleton >= 0.75 * full and ring_and_skeleton > 1.7 * copy, row["n"]
+        assert 1 < full - us["fused_wgmma all but the activation stream"] < 6, row["n"]
+        bare = us["64x2 skeleton only (no decode, MMA, loads or activation stream)"]
+        assert bare < 0.85 * copy and bare < 0.55 * ring_and_skeleton, row["n"]
+
+
 RING_192_DEV_RUN = "wgmma-192-ring-dev-h100-2026-12-05-bbe9e5b.json"
 #: the bench before (library of bbe9e5b, 192-row tile without a ring) and after (84569a3, with the
 #: ring of 4) on the same kind of GPU, the H200 not being lent (benchmarks/NOTES.md, twenty-fourth
