@@ -445,13 +445,11 @@ def _count(ops: list[str], prefix: str) -> int:
     return sum(o.startswith(prefix) for o in ops)
 
 
-#: PRMTs of one K step's decode per thread, from the algorithm (mma_decode.cuh): each half step
-#: builds one table for each of the thread's two rows (build_table: 4 PRMTs) and decodes two
-#: words of each (decode_word_table_placed: 4 lookups and 4 interleaves; a row-major word also
-#: moves its signs with 2 more)
 def _decode_prmts(placed: bool) -> int:
-    halves, rows, words = 2, 2, 2
-    return halves * rows * (4 + words * (8 if placed else 10))
+    """PRMTs of one K step's decode per fused_wgmma thread: in fused_mma's K order a thread
+    decodes what a fused_mma thread of one row tile does (two rows, two tables and four words a
+    row), so it is :func:`fused_step_prmts` at RT = 1."""
+    return fused_step_prmts(1, placed)
 
 
 @pytest.mark.parametrize("dtype", ["half", "bf16"])

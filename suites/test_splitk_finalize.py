@@ -22,8 +22,9 @@ from nvfp4_kernels import build
 
 HOST_SOURCE = Path(__file__).resolve().parent / "host" / "splitk_finalize_on_host.cu"
 KERNEL_HEADERS = Path(build.__file__).resolve().parent / "cuda"
-#: kernels/cuda/mma_decode.cuh's kFinalizeThreads and kFinalizeChunk
-THREADS, CHUNK = 128, 8
+#: kernels/cuda/mma_decode.cuh's kFinalizeThreads (its kFinalizeChunk, 8, is what SHAPES' split
+#: counts straddle)
+THREADS = 128
 POISON = 0xBEEF
 
 

@@ -393,9 +393,11 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   int full_stage = 0, empty_stage = 0;
   uint32_t a_lo[4][4], a_hi[4][4];
   for (int s = 0; s < steps; ++s) {
+    // a stage has landed to wait for: every step's, or only each stage's first fill (ablation bit 8)
+    const bool stage_landing = kActStream || s < STAGES;
     if (s > 0) wgmma_wait_one();  // half 0 of step s - 1 is complete: a_lo is free
     if constexpr (STAGED) {
-      if (kActStream || s < STAGES) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's weights, activations
+      if (stage_landing) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's weights, activations
       read_stage(base + full_stage * kStageBytes);
     }
     if constexpr (RING > 0) {
@@ -404,7 +406,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     decode_half(0, a_lo);
     if constexpr (!STAGED) {
-      if (kActStream || s < STAGES) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations
+      if (stage_landing) mbar_wait(act_full + 8 * full_stage, full_phase);  // step s's activations
     }
     const uint32_t as = base + full_stage * kStageBytes;
     wgmma_fence();
