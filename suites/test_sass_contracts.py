@@ -583,6 +583,34 @@ def test_the_activation_stream_ablation_copies_the_first_stages_only(dev_wgmma_s
         assert any(".E4M3." in o for o in ops), name
 
 
+def test_the_epilogue_ablation_keeps_the_work_and_fences_off_only_the_stores(dev_wgmma_sass, tmp_path: Path) -> None:
+    """Bits 16 and 32 of NVFP4_WGMMA_ABLATE (twenty-seventh session: what of the 64-row tile's
+    skeleton is its split-K epilogue and its activation permutation) leave out the partial and
+    output stores (behind a k == -1 test that no launch passes, so that the accumulators, and with
+    them the decode and the MMAs, stay live), the finalize launch and the permutation launch. The
+    measurement means something only if the kernel still does its work: every kernel of the bit-16
+    build keeps the full dev build's HGMMAs and E4M3 scale conversions and its stores, fewer of them
+    (the partial and output stores share one path). Bit 32 changes only the host's launch sequence,
+    so the device code of the bit-48 build is the bit-16 build's, instruction for instruction."""
+    def by_name(functions: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {re.sub(r"_GLOBAL__N__\w+?_cu_[0-9a-f]+", "", name): ins for name, ins in functions.items()}
+
+    full = by_name(dev_wgmma_sass)
+    (tmp_path / "16").mkdir()
+    no_epilogue = by_name(_dev_cubin_sass(tmp_path / "16", "NVFP4_WGMMA_ABLATE=16"))
+    assert no_epilogue and set(no_epilogue) <= set(full), sorted(set(no_epilogue) - set(full))
+    for name, ins in no_epilogue.items():
+        ops, full_ops = opcodes(ins), opcodes(full[name])
+        assert _count(ops, "HGMMA") == _count(full_ops, "HGMMA") > 0, name
+        assert sum(".E4M3." in o for o in ops) == sum(".E4M3." in o for o in full_ops) > 0, name
+        assert 0 < _count(ops, "STG") <= _count(full_ops, "STG"), name
+    (tmp_path / "48").mkdir()
+    no_permute = by_name(_dev_cubin_sass(tmp_path / "48", "NVFP4_WGMMA_ABLATE=48"))
+    assert no_permute.keys() == no_epilogue.keys()
+    for name, ins in no_permute.items():
+        assert ins == no_epilogue[name], name
+
+
 def test_wgmma_checker_reports_what_the_kernel_must_not_do(dev_wgmma_sass, bad_sass) -> None:
     text = " | ".join(check_wgmma(bad_sass["bad_gemv"]) + check_wgmma(bad_sass["bad_dequant"]))
     for expected in ("no warpgroup MMA", "no 16-byte global load", "local memory", "CALL",

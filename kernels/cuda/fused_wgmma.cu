@@ -56,14 +56,20 @@ namespace {
 // live), bit 4 the weight loads after the first step (the decode reads the same registers every
 // step; a kernel with a ring keeps copying), bit 8 the activation stream after the first kStages
 // steps (the prologue fills every stage, the loop waits on each stage's first fill only and then
-// reuses what is there, and thread 0 issues no more copies). The timings of the ablated kernels
-// say which part holds a launch (benchmarks/NOTES.md, nineteenth and twenty-sixth sessions);
-// their outputs are meaningless.
+// reuses what is there, and thread 0 issues no more copies), bit 16 the epilogue (no partial or
+// output stores, unless k == -1, which no launch passes, so that the accumulators stay live; and
+// no finalize launch), bit 32 the activation permutation (the launch does not run it; the kernel
+// reads whatever the workspace holds). The timings of the ablated kernels say which part holds a
+// launch (benchmarks/NOTES.md, nineteenth, twenty-sixth and twenty-seventh sessions); their
+// outputs are meaningless.
 #ifndef NVFP4_WGMMA_ABLATE
 #define NVFP4_WGMMA_ABLATE 0
 #endif
-constexpr int kAblateDecode = 1, kAblateMma = 2, kAblateLoads = 4, kAblateActStream = 8;
+constexpr int kAblateDecode = 1, kAblateMma = 2, kAblateLoads = 4, kAblateActStream = 8, kAblateEpilogue = 16,
+              kAblatePermute = 32;
 constexpr bool kActStream = (NVFP4_WGMMA_ABLATE & kAblateActStream) == 0;
+constexpr bool kEpilogue = (NVFP4_WGMMA_ABLATE & kAblateEpilogue) == 0;
+constexpr bool kPermute = (NVFP4_WGMMA_ABLATE & kAblatePermute) == 0;
 
 constexpr int kWgStepK = 128;
 constexpr int kWgActRows = 256;                        // activation rows a block (wgmma N), at most
@@ -459,7 +465,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     const int i8 = x >> 2, c = x & 3;
     const int nn = n0 + 64 * wg + 16 * warp + g + 8 * (c >> 1);
     const int mm = m0 + 8 * i8 + 2 * t + (c & 1);
-    if (mm < m && nn < n) {
+    if (mm < m && nn < n && (kEpilogue || k == -1)) {
       float v = acc[x];
       if (part != nullptr) {
         part[static_cast<int64_t>(mm) * part_cols + (nn - col0)] = v;
@@ -489,8 +495,10 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   if (err != cudaSuccess) return err;
   if (act_ws == nullptr || reinterpret_cast<uintptr_t>(act_ws) % 16 != 0) return cudaErrorInvalidValue;
   const int act_rows = static_cast<int>(permuted_rows(m, NACT));
-  err = launch_permute_act(a, act_ws, m, act_rows, k, stream);
-  if (err != cudaSuccess) return err;
+  if constexpr (kPermute) {
+    err = launch_permute_act(a, act_ws, m, act_rows, k, stream);
+    if (err != cudaSuccess) return err;
+  }
   CUtensorMap act_map{};
   err = hopper::encode_act_map(&act_map, act_ws, std::is_same_v<T, __nv_bfloat16>, act_rows, k, NACT);
   if (err != cudaSuccess) return err;
@@ -507,7 +515,7 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   // the permutation's programmatic dependent
   err = launch_programmatic_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWgThreads), kSmem, stream,
                                       packed_b, scales_b, g_f, bias_s, out_s, partial, m, n, k, m_tiles, plan, act_map);
-  if (err != cudaSuccess || !split) return err;
+  if (err != cudaSuccess || !split || !kEpilogue) return err;
   return launch_splitk_finalize<T>(workspace, bias_s, out_s, m, n, plan.splits, stream, plan.whole_tiles * kWgRows);
 }
 

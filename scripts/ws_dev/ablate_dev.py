@@ -44,6 +44,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--ms", default="1,16,64,128,256")
+    parser.add_argument("--ablations", default=None,
+                        help="comma-separated NVFP4_WGMMA_ABLATE values of ra_dev.ABLATIONS to time (default: all; "
+                             "a device call can carry only some of the builds)")
     args = parser.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -58,12 +61,16 @@ def main() -> int:
     dev = "cuda"
     vp, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
     libs: dict[str, ctypes.CDLL] = {}
-    missing = [n for n in ra_dev.ABLATIONS if not ra_dev.ablation_library(n).exists()]
+    chosen = list(ra_dev.ABLATIONS) if args.ablations is None else [int(x) for x in args.ablations.split(",")]
+    unknown = [n for n in chosen if n not in ra_dev.ABLATIONS]
+    if unknown:
+        parser.error(f"--ablations {unknown}: not in ra_dev.ABLATIONS {sorted(ra_dev.ABLATIONS)}")
+    missing = [n for n in chosen if not ra_dev.ablation_library(n).exists()]
     if missing:
         raise SystemExit(f"ablation builds {missing} are missing: run `python scripts/ws_dev/ra_dev.py --out DIR "
                          "--prebuild --ablations` on the CPU machine and carry kernels/_build")
-    for n, what in ra_dev.ABLATIONS.items():
-        libs[what] = ctypes.CDLL(str(ra_dev.ablation_library(n)))
+    for n in chosen:
+        libs[ra_dev.ABLATIONS[n]] = ctypes.CDLL(str(ra_dev.ablation_library(n)))
     if ra_dev.PREBUILT.exists():
         libs["full (dev build)"] = ctypes.CDLL(str(ra_dev.PREBUILT))
     for lib in libs.values():
@@ -101,7 +108,7 @@ def main() -> int:
         ra_dev.launch_mma_order(lib, a, work["act"], pt, st, g, None, o, work["buf"], plan, variant, stream())
 
     report: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                    "ablations": {str(n): what for n, what in ra_dev.ABLATIONS.items()}, "rows": []}
+                    "ablations": {str(n): ra_dev.ABLATIONS[n] for n in chosen}, "rows": []}
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
     g = torch.tensor([0.0123], dtype=torch.float32, device=dev)
     lines = []

@@ -25,13 +25,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 PREBUILT = ROOT / "kernels" / "_build" / "ws" / "ra" / "libra.so"
 #: NVFP4_WGMMA_ABLATE values (fused_wgmma.cu: 1 no decode, 2 no MMA, 4 no weight loads after the
-#: first step, 8 no activation stream after the first stages) and what is left of the kernel in
+#: first step, 8 no activation stream after the first stages, 16 no epilogue (no partial or output
+#: stores, no finalize launch), 32 no activation permutation) and what is left of the launch in
 #: each. A kernel with a ring of weight steps ignores bit 4 (it keeps copying its weights), so for
 #: the library's launches 4, 5 and 6 read as 0, 1 and 2, and 15 as 11.
 ABLATIONS: dict[int, str] = {1: "loads + MMA (no decode)", 2: "loads + decode (no MMA)",
                              4: "decode + MMA (no loads)", 3: "loads only", 5: "MMA only", 6: "decode only",
                              8: "all but the activation stream", 11: "loads only, no activation stream",
-                             15: "skeleton only (no decode, MMA, loads or activation stream)"}
+                             15: "skeleton only (no decode, MMA, loads or activation stream)",
+                             16: "all but the epilogue", 48: "all but the epilogue and the permutation",
+                             27: "loads only, no activation stream or epilogue",
+                             31: "skeleton without its epilogue",
+                             63: "skeleton without its epilogue or permutation"}
 
 
 def ablation_library(n: int) -> Path:
