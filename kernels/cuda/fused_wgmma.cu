@@ -493,6 +493,10 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   static_assert(kSmem <= 227 * 1024, "more shared memory than an SM has for one block");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
+  if constexpr (MIN_BLOCKS >= 3) {  // a dev variant whose blocks fill the SM's shared memory: ask for all of it
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (err != cudaSuccess) return err;
+  }
   if (act_ws == nullptr || reinterpret_cast<uintptr_t>(act_ws) % 16 != 0) return cudaErrorInvalidValue;
   const int act_rows = static_cast<int>(permuted_rows(m, NACT));
   if constexpr (kPermute) {

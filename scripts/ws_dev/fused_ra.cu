@@ -78,6 +78,10 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 4)
   NVFP4RA_MMA_ORDER(true, 128, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(true, 256, 1, 3, false, 2)
+  // three 64-row blocks an SM (24 warps, 80 registers without spills, two activation stages so that
+  // three blocks' shared memory fits; twenty-seventh session): more warps to hide the decode's and
+  // the wgmmas' latency, where the library's 64-row tile runs two
+  NVFP4RA_MMA_ORDER(true, 64, 3, 2, false, 4)
   // the ring on the row-major weight beyond the 64-row tile, and the 64-row tile at two blocks an
   // SM on it (twenty-third session: M = 17..64 through fused_wgmma, and the row-major M = 256
   // target's margin)
