@@ -564,17 +564,21 @@ def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_wei
         assert any(o.startswith("HGMMA") for o in ops) and any(".E4M3." in o for o in ops), name
 
 
+def _by_unmangled_name(functions: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Functions keyed by their names without the translation unit's anonymous-namespace tag, so
+    that two builds of fused_ra.cu with different defines can be compared kernel by kernel."""
+    return {re.sub(r"_GLOBAL__N__\w+?_cu_[0-9a-f]+", "", name): ins for name, ins in functions.items()}
+
+
 def test_the_activation_stream_ablation_copies_the_first_stages_only(dev_wgmma_sass, tmp_path: Path) -> None:
     """Bit 8 of NVFP4_WGMMA_ABLATE (twenty-sixth session: what holds the 64-row tile when neither
     its decode nor its MMAs do) leaves out the activation stream after the first stages: every
     kernel of that build issues its tensor copies (UTMALDG, two boxes a step) in the prologue only,
     half of what the same kernel of the full dev build issues, and keeps its HGMMAs and its decode.
     The library's build never defines the macro (its kernels are the contract tests' above)."""
-    def by_name(functions: dict[str, list[str]]) -> dict[str, list[str]]:
-        return {re.sub(r"_GLOBAL__N__\w+?_cu_[0-9a-f]+", "", name): opcodes(ins) for name, ins in functions.items()}
-
-    ablated = by_name(_dev_cubin_sass(tmp_path, "NVFP4_WGMMA_ABLATE=8"))
-    full = by_name(dev_wgmma_sass)
+    ablated_ins = _by_unmangled_name(_dev_cubin_sass(tmp_path, "NVFP4_WGMMA_ABLATE=8"))
+    ablated = {name: opcodes(ins) for name, ins in ablated_ins.items()}
+    full = {name: opcodes(ins) for name, ins in _by_unmangled_name(dev_wgmma_sass).items()}
     assert ablated and set(ablated) <= set(full), sorted(set(ablated) - set(full))
     for name, ops in ablated.items():
         copies, full_copies = _count(ops, "UTMALDG"), _count(full[name], "UTMALDG")
@@ -592,12 +596,9 @@ def test_the_epilogue_ablation_keeps_the_work_and_fences_off_only_the_stores(dev
     build keeps the full dev build's HGMMAs and E4M3 scale conversions and its stores, fewer of them
     (the partial and output stores share one path). Bit 32 changes only the host's launch sequence,
     so the device code of the bit-48 build is the bit-16 build's, instruction for instruction."""
-    def by_name(functions: dict[str, list[str]]) -> dict[str, list[str]]:
-        return {re.sub(r"_GLOBAL__N__\w+?_cu_[0-9a-f]+", "", name): ins for name, ins in functions.items()}
-
-    full = by_name(dev_wgmma_sass)
+    full = _by_unmangled_name(dev_wgmma_sass)
     (tmp_path / "16").mkdir()
-    no_epilogue = by_name(_dev_cubin_sass(tmp_path / "16", "NVFP4_WGMMA_ABLATE=16"))
+    no_epilogue = _by_unmangled_name(_dev_cubin_sass(tmp_path / "16", "NVFP4_WGMMA_ABLATE=16"))
     assert no_epilogue and set(no_epilogue) <= set(full), sorted(set(no_epilogue) - set(full))
     for name, ins in no_epilogue.items():
         ops, full_ops = opcodes(ins), opcodes(full[name])
@@ -605,7 +606,7 @@ def test_the_epilogue_ablation_keeps_the_work_and_fences_off_only_the_stores(dev
         assert sum(".E4M3." in o for o in ops) == sum(".E4M3." in o for o in full_ops) > 0, name
         assert 0 < _count(ops, "STG") <= _count(full_ops, "STG"), name
     (tmp_path / "48").mkdir()
-    no_permute = by_name(_dev_cubin_sass(tmp_path / "48", "NVFP4_WGMMA_ABLATE=48"))
+    no_permute = _by_unmangled_name(_dev_cubin_sass(tmp_path / "48", "NVFP4_WGMMA_ABLATE=48"))
     assert no_permute.keys() == no_epilogue.keys()
     for name, ins in no_permute.items():
         assert ins == no_epilogue[name], name

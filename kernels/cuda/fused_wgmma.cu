@@ -67,9 +67,9 @@ namespace {
 #endif
 constexpr int kAblateDecode = 1, kAblateMma = 2, kAblateLoads = 4, kAblateActStream = 8, kAblateEpilogue = 16,
               kAblatePermute = 32;
-constexpr bool kActStream = (NVFP4_WGMMA_ABLATE & kAblateActStream) == 0;
-constexpr bool kEpilogue = (NVFP4_WGMMA_ABLATE & kAblateEpilogue) == 0;
-constexpr bool kPermute = (NVFP4_WGMMA_ABLATE & kAblatePermute) == 0;
+__host__ __device__ constexpr bool ablated(int bit) { return (NVFP4_WGMMA_ABLATE & bit) != 0; }
+constexpr bool kActStream = !ablated(kAblateActStream), kEpilogue = !ablated(kAblateEpilogue),
+               kPermute = !ablated(kAblatePermute);
 
 constexpr int kWgStepK = 128;
 constexpr int kWgActRows = 256;                        // activation rows a block (wgmma N), at most
@@ -378,7 +378,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   auto decode_half = [&](int h, uint32_t (&af)[4][4]) {
     const uint32_t wr0[2] = {h ? w0.z : w0.x, h ? w0.w : w0.y};
     const uint32_t wr1[2] = {h ? w1.z : w1.x, h ? w1.w : w1.y};
-    if constexpr ((NVFP4_WGMMA_ABLATE & kAblateDecode) != 0) {
+    if constexpr (ablated(kAblateDecode)) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         af[j][0] = wr0[j >> 1] ^ c0, af[j][1] = wr1[j >> 1] ^ c1;
@@ -416,7 +416,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     const uint32_t as = base + full_stage * kStageBytes;
     wgmma_fence();
-    if constexpr ((NVFP4_WGMMA_ABLATE & kAblateMma) != 0) {
+    if constexpr (ablated(kAblateMma)) {
       fold_half(a_lo);
     } else {
 #pragma unroll
@@ -436,7 +436,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     __syncwarp();  // warp 0 converged again before its next warpgroup-wide (.aligned) wgmma
     decode_half(1, a_hi);
-    if (!STAGED && RING == 0 && s + 1 < steps && (NVFP4_WGMMA_ABLATE & kAblateLoads) == 0) {
+    if (!STAGED && RING == 0 && s + 1 < steps && !ablated(kAblateLoads)) {
       load_raw(s + 1);  // in flight while this step's wgmmas run
     }
     if constexpr (RING > 0) {  // into step s's slot, whose bytes are in registers (decoded) now
@@ -445,7 +445,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
                              q0 + kScaleStep * next, q1 + kScaleStep * next, ok0, ok1);
     }
     wgmma_fence();
-    if constexpr ((NVFP4_WGMMA_ABLATE & kAblateMma) != 0) {
+    if constexpr (ablated(kAblateMma)) {
       fold_half(a_hi);
     } else {
 #pragma unroll
