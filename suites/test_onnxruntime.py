@@ -473,6 +473,34 @@ def test_the_timeline_splits_at_the_markers_and_kernels_sort_into_kinds():
         timing.split_calls(_timeline(calls, False), "MARK", 3)
 
 
+def test_an_overlapping_dependent_kernel_counts_once_and_kinds_add_up_to_the_busy_time():
+    """A programmatic dependent (the split-K finalize) starts while its primary runs and waits on
+    the device: its profiler interval overlaps the primary's. A call's total is the union of its
+    kernels' intervals, and each kernel's share is what no earlier-starting kernel covers; worked
+    by hand: split 10..40, finalize 25..45 (its last 5 us are its own), a gap, then a 3 us
+    kernel at 50 -> busy 30 + 5 + 3 = 38, not the 68 the durations sum to."""
+    from nvfp4_kernels.model import MODEL as OURS
+
+    split = "void nvfp4_fused_mma_kernel<__nv_bfloat16, 1, 1, 4, false, false>(...)"
+    finalize = "void nvfp4::nvfp4_splitk_finalize_kernel<__nv_bfloat16, 4>(...)"
+    call = [timing.DeviceEvent(finalize, 25.0, 20.0), timing.DeviceEvent("elementwise", 50.0, 3.0),
+            timing.DeviceEvent(split, 10.0, 30.0)]
+    shares = timing.exclusive_busy_us(call)
+    assert [(e.name, part) for e, part in shares] == [(split, 30.0), (finalize, 5.0), ("elementwise", 3.0)]
+    summary = timing.summarize_call_groups([call, call], [OURS])
+    assert summary["total"]["median_us"] == pytest.approx(38.0)
+    assert summary["by_kind"] == {"fused_mma": 30.0, "other": 8.0}
+    assert summary["kernels"] == [split, finalize, "elementwise"]
+    # a kernel wholly inside an earlier one adds nothing; one that starts at the same instant as
+    # a longer one adds only its own tail; kernels one after the other add their durations
+    inside = [timing.DeviceEvent("a", 0.0, 10.0), timing.DeviceEvent("b", 2.0, 3.0)]
+    assert [p for _, p in timing.exclusive_busy_us(inside)] == [10.0, 0.0]
+    same_start = [timing.DeviceEvent("a", 0.0, 4.0), timing.DeviceEvent("b", 0.0, 6.0)]
+    assert sum(p for _, p in timing.exclusive_busy_us(same_start)) == pytest.approx(6.0)
+    serial = [timing.DeviceEvent("a", 0.0, 4.0), timing.DeviceEvent("b", 7.0, 6.0)]
+    assert [p for _, p in timing.exclusive_busy_us(serial)] == [4.0, 6.0]
+
+
 def test_every_kernel_path_of_both_models_has_a_label_and_names_the_path_it_took():
     """A timed call whose kernels belong to a path the section does not list would show no path
     ("-"): every path with kernels, of this project's model and ONNX Runtime's, must be listed."""

@@ -81,6 +81,14 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
+#: how a row's total was formed, by the fixture's method: a sum of kernel durations (runs before
+#: 2026-12-06, which counted a programmatic dependent's wait inside its primary twice) or the
+#: union of the kernels' intervals (timing.summarize_call_groups)
+_TOTAL_RULE = {False: "a row's total is the sum of the call's kernels' durations, the breakdown is warm.",
+               True: "a row's total is the time the device spent on the call's kernels (the union of their "
+                     "intervals), the breakdown is warm, each kernel's time not covered by an earlier one."}
+
+
 def render(timing: dict[str, Any], source_name: str = "fixtures/gpu/onnxruntime-timing.json") -> str:
     """The section as markdown."""
     prov = timing["provenance"]
@@ -94,8 +102,8 @@ def render(timing: dict[str, Any], source_name: str = "fixtures/gpu/onnxruntime-
              f"Method: {timing.get('method', 'profiler kernel durations')}. ONNX Runtime's "
              "`com.microsoft::MatMulBlockQuantizedFp4Weight` runs on the CUDA execution provider with I/O bound on "
              "the device; this project's `nvfp4_matmul` and a device copy of the same bytes run on the same inputs "
-             "in the same process. Times are microseconds, warm / cold; a row's total is the sum of the call's "
-             "kernels, the breakdown is warm.", ""]
+             "in the same process. Times are microseconds, warm / cold; " + _TOTAL_RULE[
+                 "union" in timing.get("method", "")], ""]
     body = []
     for r in rows:
         if r["section"] == "sweep":

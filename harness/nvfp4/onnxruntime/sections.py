@@ -388,7 +388,8 @@ def timing(run: Run, policy: OrtPolicy, reps: int) -> dict[str, Any]:
             run.save_partial("timing", {"rows": rows, "calibration": calibration,
                                         "ours_backend": ours_why, "reps": reps, "eager_loop": loop})
     return {"rows": rows, "calibration": calibration, "ours_backend": ours_why, "reps": reps, "eager_loop": loop,
-            "method": "torch.profiler (CUPTI) kernel durations; warm: repetitions back to back; cold: a "
+            "method": "torch.profiler (CUPTI) kernel intervals, a call's total the union of its kernels' (overlapping "
+                      "programmatic dependents counted once); warm: repetitions back to back; cold: a "
                       f"{timer.flush_bytes >> 20} MB write before each; median of {reps}"}
 
 

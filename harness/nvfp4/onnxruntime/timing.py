@@ -15,7 +15,16 @@ The method of ``../shared/DESIGN.md`` section 5, in one process for every conten
 * Each kernel is sorted into a **kind** through the declared models' own patterns (a GEMV,
   ONNX Runtime's tensor-core GEMV (``gemv_mma``), vec8 or scalar dequant of whichever operator
   launched it), everything else being cuBLAS
-  (``gemm``), a memory operation or ``other``; a repetition's total is the sum of its kernels.
+  (``gemm``), a memory operation or ``other``.
+* **A repetition's total is the time the device spent on its kernels**: the union of their
+  [start, end) intervals, so a kernel that overlaps another counts once. This matters for
+  programmatic dependent launches (this project's split-K finalize kernel and fused_wgmma's
+  activation permutation): the dependent kernel starts while its primary still runs and waits on
+  the device for it, so its profiler duration contains that wait, and a plain sum of durations
+  counted the overlap twice (at M = 64 on 17408 x 5120 the sum was 65.7 us where CUDA events
+  around the call measured 51.0). Each kernel's share in ``by_kind`` is the part of its interval
+  that no earlier-starting kernel covers, so the kinds add up to the total. Kernels that run one
+  after the other (ONNX Runtime's, or a dequant and its GEMM) are unaffected: the union is the sum.
 
 The pure parts (:func:`split_calls`, :func:`kind_of`, :func:`summarize_call_groups`) need no
 GPU and are tested on the CPU.
@@ -85,26 +94,42 @@ def split_calls(events: Sequence[DeviceEvent], marker: str, calls: int) -> list[
     return groups
 
 
+def exclusive_busy_us(events: Sequence[DeviceEvent]) -> list[tuple[DeviceEvent, float]]:
+    """Each event with the part of its [start, end) interval that no earlier-starting event of
+    ``events`` covers (microseconds), in start order; the parts sum to the union of the
+    intervals, the time the device spent on any of them."""
+    out: list[tuple[DeviceEvent, float]] = []
+    covered_to = float("-inf")  # the union of the earlier intervals ends here (they start earlier)
+    for e in sorted(events, key=lambda e: e.start_us):
+        end = e.start_us + e.duration_us
+        out.append((e, max(0.0, end - max(e.start_us, covered_to))))
+        covered_to = max(covered_to, end)
+    return out
+
+
 def summarize_call_groups(groups: Sequence[Sequence[DeviceEvent]], models: Sequence[DispatchModel]
                           ) -> dict[str, Any]:
-    """Per-repetition totals and per-kind sums, summarized (median, p10, p90, min): the
-    ``total`` and ``by_kind`` of a contender in one mode; ``kernels`` are the first call's."""
+    """Per-repetition busy time (the union of its kernels' intervals) and its split by kind
+    (each kernel's part that no earlier-starting kernel covers), summarized (median, p10, p90,
+    min): the ``total`` and ``by_kind`` of a contender in one mode; ``kernels`` are the first
+    call's, in start order."""
     if not groups or any(not g for g in groups):
         raise TimingError("a repetition launched no kernel on the device (nothing to time)")
-    totals = [sum(e.duration_us for e in g) for g in groups]
+    shares = [exclusive_busy_us(g) for g in groups]
+    totals = [sum(part for _, part in share) for share in shares]
     kinds: dict[str, list[float]] = {}
-    for g in groups:
+    for share in shares:
         per: dict[str, float] = {}
-        for e in g:
+        for e, part in share:
             kind = kind_of(e.name, models)
-            per[kind] = per.get(kind, 0.0) + e.duration_us
+            per[kind] = per.get(kind, 0.0) + part
         for kind in per:
             kinds.setdefault(kind, [])
         for kind in kinds:
             kinds[kind].append(per.get(kind, 0.0))
     return {"total": _rounded(summarize(totals)),
             "by_kind": {kind: round(summarize(v)["median_us"], 3) for kind, v in sorted(kinds.items())},
-            "kernels": [e.name for e in groups[0]], "reps": len(groups)}
+            "kernels": [e.name for e, _ in shares[0]], "reps": len(groups)}
 
 
 def _rounded(stats: dict[str, float]) -> dict[str, float]:
