@@ -537,18 +537,18 @@ def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_wei
     # and the dev variants ablate_dev.py times beside the library's launch, in both types
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
     try:
-        from ablate_dev import RING_OF_4, RING_OF_8, TWO_BLOCKS
+        from ablate_dev import RING_OF_4, RING_OF_6, TWO_BLOCKS
     finally:
         sys.path.pop(0)
-    # the two-blocks variant and the ring of 8 are the ablation build's own; the ring of 4 at 64
+    # the two-blocks variant and the ring of 6 are the ablation build's own; the ring of 4 at 64
     # rows is the library's tiled 64-row kernel (library_ring), built once
     assert len(ablated) == len(library) + 4, sorted(ablated)
-    for variant in (TWO_BLOCKS, RING_OF_4, RING_OF_8):
+    for variant in (TWO_BLOCKS, RING_OF_4, RING_OF_6):
         assert sum(_mangled(*variant) in name for name in ablated) == 2, (variant, sorted(ablated))
     # the rings' copies: each thread's bytes by cp.async into shared memory, read back from there,
     # and no 16-byte global load of the weights
     for name, ops in ablated.items():
-        if _mangled(*RING_OF_4) in name or _mangled(*RING_OF_8) in name:
+        if _mangled(*RING_OF_4) in name or _mangled(*RING_OF_6) in name:
             assert _count(ops, "LDGSTS") >= 4 and _count(ops, "LDS.128") >= 2, name
             assert _count(ops, "LDG.E.128") == 0, name
     unringed = [name for name in ablated if _wgmma_template(name)[5] == 0]

@@ -10,6 +10,18 @@
 // they are in git history.
 #include "fused_wgmma.cu"
 
+// A variant that promises two blocks an SM with more than 100 KB of shared memory a block (the
+// ring of 6) needs the SM's full shared-memory carveout to get them; the library's launch asks for
+// it at three blocks only, so the dev entry asks here, before the launch.
+template <typename T, bool TILED, int NACT, int MINB, int STAGES, bool STAGED, int RING>
+static cudaError_t dev_carveout() {
+  if constexpr (MINB == 2 && nvfp4::wgmma_smem_bytes(NACT, STAGED, STAGES, RING) > 100 * 1024) {
+    return cudaFuncSetAttribute(nvfp4::nvfp4_fused_wgmma_kernel<T, TILED, NACT, MINB, STAGES, STAGED, RING>,
+                                cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }
+  return cudaSuccess;
+}
+
 extern "C" {
 
 // The dev entries' plan: the library's argument checks for the narrow tiles (m up to nact);
@@ -46,6 +58,9 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
 #define NVFP4RA_MMA_ORDER(TILED, NACT, MINB, STAGES, STAGED, RING)                                                \
   if (!tiled == !TILED && nact == NACT && min_blocks == MINB && stages == STAGES && !staged == !STAGED &&         \
       ring == RING) {                                                                                              \
+    const cudaError_t carve = out_bf16 ? dev_carveout<__nv_bfloat16, TILED, NACT, MINB, STAGES, STAGED, RING>()  \
+                                       : dev_carveout<__half, TILED, NACT, MINB, STAGES, STAGED, RING>();        \
+    if (carve != cudaSuccess) return static_cast<int>(carve);                                                     \
     return static_cast<int>(                                                                                      \
         out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, TILED, NACT, MINB, STAGES, STAGED, RING>(                  \
                        a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)                 \
@@ -54,11 +69,11 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   }
 #if NVFP4_WGMMA_ABLATE
   // an ablation build (ra_dev.py --ablations): the library's launches (its export), the
-  // two-blocks-an-SM variant at M <= 64 and the 64-row tile with a ring of 4 or 8 only, to keep
-  // the build short
+  // two-blocks-an-SM variant at M <= 64 and the 64-row tile with a ring of 4 or of 6 (two blocks
+  // an SM) only, to keep the build short
   NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 0)
   NVFP4RA_MMA_ORDER(true, 64, 1, 3, false, 4)
-  NVFP4RA_MMA_ORDER(true, 64, 1, 3, false, 8)
+  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 6)
 #else
   NVFP4RA_MMA_ORDER(true, 256, 1, 3, false, 0)
   NVFP4RA_MMA_ORDER(false, 256, 1, 3, false, 0)
@@ -83,9 +98,14 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   // three blocks' shared memory fits; twenty-seventh session): more warps to hide the decode's and
   // the wgmmas' latency, where the library's 64-row tile runs two
   NVFP4RA_MMA_ORDER(true, 64, 3, 2, false, 4)
-  // the 64-row tile with a ring of 8 steps (twenty-eighth session): the ring-of-4 kernel with its
+  // the 64-row tile with deeper rings (twenty-eighth session): the ring-of-4 kernel with its
   // decode, MMAs and activation stream compiled out still took 28 us on the H200 to stream the
-  // 50 MB that a copy reads in 17.5; twice the bytes in flight a thread, one block an SM
+  // 50 MB that a copy reads in 17.5. The library's tile runs two blocks an SM (111 registers), so
+  // 8 weight steps a thread are in flight on an SM. A ring of 6 at two blocks (112 KB of shared
+  // memory a block, the launch asks for the full carveout) puts 12 there; a ring of 8 fits one
+  // block only (130 KB): the same 8 steps an SM from half the warps
+  NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 6)
+  NVFP4RA_MMA_ORDER(false, 64, 2, 3, false, 6)
   NVFP4RA_MMA_ORDER(true, 64, 1, 3, false, 8)
   NVFP4RA_MMA_ORDER(false, 64, 1, 3, false, 8)
   // the ring on the row-major weight beyond the 64-row tile, and the 64-row tile at two blocks an

@@ -45,8 +45,9 @@ SMS = 132
 #: leaves a tile part empty; STAGED copies the weights into the stages (STAGES - 1 steps in flight
 #: instead of the register prefetch's one); RING gives each thread a ring of its own weight bytes,
 #: RING steps ahead, with no thread waiting for another (nineteenth session); 64x3 with two stages
-#: and a ring of 4 runs three 64-row blocks an SM (twenty-seventh session); a ring of 8 doubles
-#: the weight bytes in flight a thread of the 64-row tile (twenty-eighth session)
+#: and a ring of 4 runs three 64-row blocks an SM (twenty-seventh session); deeper rings for the
+#: 64-row tile: 6 steps at two blocks an SM (1.5x the weight bytes in flight on an SM) and 8 at
+#: one (twenty-eighth session)
 VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 192, 1, 3, False, 0),
             (True, 128, 1, 3, False, 0), (True, 64, 2, 3, False, 0), (True, 32, 2, 3, False, 0),
             (True, 16, 3, 3, False, 0), (True, 256, 1, 3, True, 0), (True, 128, 1, 5, True, 0),
@@ -54,8 +55,8 @@ VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 19
             (True, 64, 1, 3, False, 4), (False, 64, 1, 3, False, 4), (True, 64, 2, 3, False, 4),
             (True, 128, 1, 3, False, 4), (True, 256, 1, 3, False, 2), (False, 64, 2, 3, False, 4),
             (False, 128, 1, 3, False, 4), (False, 256, 1, 3, False, 2), (True, 192, 1, 3, False, 4),
-            (False, 192, 1, 3, False, 4), (True, 64, 3, 2, False, 4), (True, 64, 1, 3, False, 8),
-            (False, 64, 1, 3, False, 8))
+            (False, 192, 1, 3, False, 4), (True, 64, 3, 2, False, 4), (True, 64, 2, 3, False, 6),
+            (False, 64, 2, 3, False, 6), (True, 64, 1, 3, False, 8), (False, 64, 1, 3, False, 8))
 
 
 def variant_name(variant: tuple) -> str:
