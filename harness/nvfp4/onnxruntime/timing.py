@@ -18,12 +18,13 @@ The method of ``../shared/DESIGN.md`` section 5, in one process for every conten
   (``gemm``), a memory operation or ``other``.
 * **A repetition's total is the time the device spent on its kernels**: the union of their
   [start, end) intervals, so a kernel that overlaps another counts once. This matters for
-  programmatic dependent launches (this project's split-K finalize kernel and fused_wgmma's
-  activation permutation): the dependent kernel starts while its primary still runs and waits on
-  the device for it, so its profiler duration contains that wait, and a plain sum of durations
-  counted the overlap twice (at M = 64 on 17408 x 5120 the sum was 65.7 us where CUDA events
-  around the call measured 51.0). Each kernel's share in ``by_kind`` is the part of its interval
-  that no earlier-starting kernel covers, so the kinds add up to the total. Kernels that run one
+  programmatic dependent launches (this project's split-K finalize kernel after its split kernel,
+  fused_wgmma's kernel after its activation permutation): the dependent kernel starts while its
+  primary still runs and waits on the device for it, so its profiler duration contains that wait,
+  and a plain sum of durations counted the overlap twice (at M = 64 on 17408 x 5120 the sum was
+  65.7 us where CUDA events around the call measured 51.0). Each kernel's share in ``by_kind`` is
+  the part of its interval that no earlier-starting kernel covers, so the kinds add up to the
+  total. Kernels that run one
   after the other (ONNX Runtime's, or a dequant and its GEMM) are unaffected: the union is the sum.
 
 The pure parts (:func:`split_calls`, :func:`kind_of`, :func:`summarize_call_groups`) need no
