@@ -1254,3 +1254,51 @@ def test_prepared_launches_kept_a_slower_hosts_bench_ahead_of_the_gpu() -> None:
     assert m1_tiled(slow) > 1.1 * m1_tiled(fast)
     assert len(flagged(prepared)) <= 3 and {r["M"] for r in flagged(prepared)} == {33}
     assert abs(m1_tiled(prepared) / m1_tiled(fast) - 1) < 0.02
+
+
+EPILOGUE_ABLATION_RUN = "wgmma-epilogue-ablation-dev-h200-2026-12-06-aa755ed.json"
+THREE_BLOCKS_RUN = "mma-order-64x3-dev-h200-2026-12-06-aa755ed.json"
+
+
+def test_the_64_row_tiles_epilogue_and_weight_ring_ablated_on_the_h200() -> None:
+    """NOTES' reading of the epilogue ablation (twenty-eighth session), M = 64 on both large
+    shapes, the library's 64-row tile: its split-K epilogue (partial stores and the finalize
+    kernel) costs 3.5-7 us of the full launch and the permutation at most 2.5 us more; the weight
+    ring alone, with nothing computed or stored, takes more than 1.5x the copy; and the bare loop
+    (the ring-less two-block build with no weight loads, epilogue or permutation) under 0.7x of it,
+    under 45% of the ring alone."""
+    data = _experiment(EPILOGUE_ABLATION_RUN)
+    assert data["provenance"]["gpu"] == "NVIDIA H200" and data["provenance"]["git_commit"] == "aa755ed"
+    rows = [r for r in data["rows"] if r["m"] == 64]
+    assert {r["n"] for r in rows} == {17408, 5120}
+    for row in rows:
+        us, copy = row["us"], row["copy_us"]
+        full, no_epilogue = us["fused_wgmma full"], us["fused_wgmma all but the epilogue"]
+        assert 3.5 < full - no_epilogue < 7, (row["n"], full, no_epilogue)
+        assert 0 <= no_epilogue - us["fused_wgmma all but the epilogue and the permutation"] < 2.5, row["n"]
+        ring_alone = us["fused_wgmma loads only, no activation stream or epilogue"]
+        bare = us["64x2 skeleton without its epilogue or permutation"]
+        assert ring_alone > 1.5 * copy and bare < 0.7 * copy and bare < 0.45 * ring_alone, (row["n"], ring_alone, bare)
+
+
+def test_three_64_row_blocks_an_sm_did_not_pay_on_the_h200() -> None:
+    """NOTES (twenty-eighth session): with every launch's bits equal to fused_mma's, the 64x3 dev
+    variant (24 warps an SM) was at best 1% faster than the 64x1 and 64x2 ring-of-4 variants at
+    M = 48 and 64 on 17408 x 5120, and at least 5% slower on 5120 x 17408; no variant beat the
+    library's launch by more than 1%."""
+    data = _experiment(THREE_BLOCKS_RUN)
+    assert data["provenance"]["gpu"] == "NVIDIA H200" and not data["failures"]
+    assert data["bits"] and all(b["same_bits"] for b in data["bits"])
+
+    def best(row: dict[str, Any], variant: str) -> float:
+        return min(us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan"))
+
+    assert {(r["n"], r["m"]) for r in data["rows"]} == {(n, m) for n in (17408, 5120) for m in (48, 64)}
+    for row in data["rows"]:
+        three = best(row, "tiled 64x3 ring 4")
+        others = min(best(row, "tiled 64x1 ring 4"), best(row, "tiled 64x2 ring 4"))
+        if row["n"] == 17408:
+            assert three >= 0.99 * others, (row["m"], three, others)
+        else:
+            assert three >= 1.05 * others, (row["m"], three, others)
+        assert min(three, others) >= 0.99 * row["fused_wgmma_library_us"], row
