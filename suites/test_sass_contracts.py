@@ -548,7 +548,7 @@ def test_the_dev_ablation_build_leaves_out_the_decode_the_mmas_and_the_later_wei
     # the rings' copies: each thread's bytes by cp.async into shared memory, read back from there,
     # and no 16-byte global load of the weights
     for name, ops in ablated.items():
-        if _mangled(*RING_OF_4) in name or _mangled(*RING_OF_6) in name:
+        if any(_mangled(*ring) in name for ring in (RING_OF_4, RING_OF_6)):
             assert _count(ops, "LDGSTS") >= 4 and _count(ops, "LDS.128") >= 2, name
             assert _count(ops, "LDG.E.128") == 0, name
     unringed = [name for name in ablated if _wgmma_template(name)[5] == 0]

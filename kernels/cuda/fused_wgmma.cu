@@ -493,7 +493,11 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   static_assert(kSmem <= 227 * 1024, "more shared memory than an SM has for one block");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
-  if constexpr (MIN_BLOCKS >= 3) {  // a dev variant whose blocks fill the SM's shared memory: ask for all of it
+  // A dev variant whose promised blocks (MIN_BLOCKS >= 2, with the 1 KB each that the SM
+  // reserves) take more than 220 KB of the SM's 228, three 64-row blocks with two stages or two
+  // with a ring of 6: ask for all of it. The library's launches (one block promised) and the dev
+  // variants below that mark keep the driver's own choice, under which they were measured.
+  if constexpr (MIN_BLOCKS >= 2 && MIN_BLOCKS * (kSmem + 1024) > 220 * 1024) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err != cudaSuccess) return err;
   }

@@ -42,6 +42,9 @@ SMS = 132
 TWO_BLOCKS = (True, 64, 2, 3, False, 0)
 RING_OF_4 = (True, 64, 1, 3, False, 4)
 RING_OF_6 = (True, 64, 2, 3, False, 6)
+#: the rows they give: label, variant, and whether it runs the whole-tile plan for two blocks an SM
+#: (else the library's plan at that M)
+DEV_ROWS = (("64x2", TWO_BLOCKS, True), ("64x1 ring 4", RING_OF_4, False), ("64x2 ring 6", RING_OF_6, False))
 
 
 def main() -> int:
@@ -135,13 +138,9 @@ def main() -> int:
                                                                                       plan=plan, tiled=tiled), flush)}
             for what, lib in libs.items():
                 times[f"fused_wgmma {what}"] = ws_dev.timer(lambda: library_launch(lib, a, pt, st, g, o, plan), flush)
-                if m <= TWO_BLOCKS[1]:
-                    times[f"64x2 {what}"] = ws_dev.timer(
-                        lambda: dev_launch(lib, a, pt, st, g, o, plan_two, TWO_BLOCKS), flush)
-                    times[f"64x1 ring 4 {what}"] = ws_dev.timer(
-                        lambda: dev_launch(lib, a, pt, st, g, o, plan, RING_OF_4), flush)
-                    times[f"64x2 ring 6 {what}"] = ws_dev.timer(
-                        lambda: dev_launch(lib, a, pt, st, g, o, plan, RING_OF_6), flush)
+                for label, variant, whole_tile_plan in DEV_ROWS if m <= TWO_BLOCKS[1] else ():
+                    times[f"{label} {what}"] = ws_dev.timer(
+                        lambda: dev_launch(lib, a, pt, st, g, o, plan_two if whole_tile_plan else plan, variant), flush)
             report["rows"].append({"n": n, "k": k, "m": m, "copy_us": copy_us, "copied_bytes": copied,
                                    "cublas_bf16_us": cublas_us, "fused_mma_splits": splits, "plan": list(plan),
                                    "plan_two_blocks": list(plan_two), "us": times})

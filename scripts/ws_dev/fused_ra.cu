@@ -10,18 +10,6 @@
 // they are in git history.
 #include "fused_wgmma.cu"
 
-// A variant that promises two blocks an SM with more than 100 KB of shared memory a block (the
-// ring of 6) needs the SM's full shared-memory carveout to get them; the library's launch asks for
-// it at three blocks only, so the dev entry asks here, before the launch.
-template <typename T, bool TILED, int NACT, int MINB, int STAGES, bool STAGED, int RING>
-static cudaError_t dev_carveout() {
-  if constexpr (MINB == 2 && nvfp4::wgmma_smem_bytes(NACT, STAGED, STAGES, RING) > 100 * 1024) {
-    return cudaFuncSetAttribute(nvfp4::nvfp4_fused_wgmma_kernel<T, TILED, NACT, MINB, STAGES, STAGED, RING>,
-                                cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  }
-  return cudaSuccess;
-}
-
 extern "C" {
 
 // The dev entries' plan: the library's argument checks for the narrow tiles (m up to nact);
@@ -58,9 +46,6 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
 #define NVFP4RA_MMA_ORDER(TILED, NACT, MINB, STAGES, STAGED, RING)                                                \
   if (!tiled == !TILED && nact == NACT && min_blocks == MINB && stages == STAGES && !staged == !STAGED &&         \
       ring == RING) {                                                                                              \
-    const cudaError_t carve = out_bf16 ? dev_carveout<__nv_bfloat16, TILED, NACT, MINB, STAGES, STAGED, RING>()  \
-                                       : dev_carveout<__half, TILED, NACT, MINB, STAGES, STAGED, RING>();        \
-    if (carve != cudaSuccess) return static_cast<int>(carve);                                                     \
     return static_cast<int>(                                                                                      \
         out_bf16 ? nvfp4::launch_wgmma<__nv_bfloat16, TILED, NACT, MINB, STAGES, STAGED, RING>(                  \
                        a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)                 \
@@ -102,7 +87,7 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   // decode, MMAs and activation stream compiled out still took 28 us on the H200 to stream the
   // 50 MB that a copy reads in 17.5. The library's tile runs two blocks an SM (111 registers), so
   // 8 weight steps a thread are in flight on an SM. A ring of 6 at two blocks (112 KB of shared
-  // memory a block, the launch asks for the full carveout) puts 12 there; a ring of 8 fits one
+  // memory a block; launch_wgmma asks for the full carveout) puts 12 there; a ring of 8 fits one
   // block only (130 KB): the same 8 steps an SM from half the warps
   NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 6)
   NVFP4RA_MMA_ORDER(false, 64, 2, 3, false, 6)
