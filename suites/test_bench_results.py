@@ -1302,3 +1302,45 @@ def test_three_64_row_blocks_an_sm_did_not_pay_on_the_h200() -> None:
         else:
             assert three >= 1.05 * others, (row["m"], three, others)
         assert min(three, others) >= 0.99 * row["fused_wgmma_library_us"], row
+
+
+DEEPER_RINGS_RUN = "mma-order-deeper-rings-dev-h100-2026-12-06-ddf8a11.json"
+DEEPER_RINGS_ABLATION_RUN = "wgmma-deeper-rings-ablation-dev-h100-2026-12-06-ddf8a11.json"
+
+
+def test_deeper_weight_rings_did_not_pay_on_the_h100() -> None:
+    """NOTES (twenty-ninth session), an H100 at ddf8a11, M = 33, 48, 64 on both large shapes,
+    every launch's bits equal to fused_mma's: a ring of 6 steps at two blocks an SM was never
+    more than 1% faster than the best ring-of-4 launch (the library's or the dev 64x1), on either
+    layout; a ring of 8 at one block an SM was at most 5% faster than the library's launch on
+    17408 x 5120 and at least 4% slower than the ring of 4 on 5120 x 17408. With nothing computed
+    or stored, the ring of 6 streamed the weights no faster than the ring of 4 (within 3%), and
+    both stayed above 1.5x the copy: the ring's depth is not what holds the weight stream."""
+    data = _experiment(DEEPER_RINGS_RUN)
+    assert data["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and data["provenance"]["git_commit"] == "ddf8a11"
+    assert not data["failures"] and data["bits"] and all(b["same_bits"] for b in data["bits"])
+
+    def best(row: dict[str, Any], variant: str) -> float:
+        return min(us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan"))
+
+    assert {(r["n"], r["m"]) for r in data["rows"]} == {(n, m) for n in (17408, 5120) for m in (33, 48, 64)}
+    for row in data["rows"]:
+        library = row["fused_wgmma_library_us"]
+        ring4 = min(library, best(row, "tiled 64x1 ring 4"))
+        assert best(row, "tiled 64x2 ring 6") >= 0.99 * ring4, row["m"]
+        ring4_row_major = min(row["fused_wgmma_library_row_major_us"], best(row, "row-major 64x1 ring 4"))
+        assert best(row, "row-major 64x2 ring 6") >= 0.99 * ring4_row_major, row["m"]
+        ring8 = best(row, "tiled 64x1 ring 8")
+        if row["n"] == 17408:
+            assert ring8 >= 0.95 * library, (row["m"], ring8, library)
+        else:
+            assert ring8 >= 1.04 * ring4, (row["m"], ring8, ring4)
+
+    ablation = _experiment(DEEPER_RINGS_ABLATION_RUN)
+    assert ablation["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert {r["n"] for r in ablation["rows"]} == {17408, 5120}
+    for row in ablation["rows"]:
+        us = row["us"]
+        for tail in ("loads only, no activation stream", "loads only, no activation stream or epilogue"):
+            ring6, ring4 = us[f"64x2 ring 6 {tail}"], us[f"64x1 ring 4 {tail}"]
+            assert abs(ring6 / ring4 - 1) < 0.03 and ring6 > 1.5 * row["copy_us"], (row["n"], tail, ring6, ring4)
