@@ -165,10 +165,11 @@ def check_fused(instructions: list[str]) -> list[str]:
     return problems
 
 
-def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0) -> list[str]:
+def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0, tiled: bool = False) -> list[str]:
     """Violations of the fused_wgmma kernel's contract (empty when it holds), for a kernel of
     ``nact`` activation rows a block (the wgmma's N) and a ring of ``ring`` weight steps a thread
-    (0: the register prefetch, the weights' 16-byte loads straight into registers)."""
+    (0: the register prefetch, the weights' 16-byte loads straight into registers), on the
+    tile-contiguous layout when ``tiled`` (whose ring copies the scale bytes a warp at a time)."""
     ops = opcodes(instructions)
     problems = []
     hgmma = [i for i in instructions if "HGMMA" in i]
@@ -182,7 +183,7 @@ def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0) -> list
         if any(o.startswith(("LDGSTS", "LDS")) for o in ops):
             problems.append("an asynchronous copy or shared-memory load: the weights must go to registers only")
     else:
-        problems += ring_copy_problems(ops, ring)
+        problems += ring_copy_problems(ops, ring, warp_scales=tiled)
     if _local_memory(ops):
         problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
     if any(o.startswith("CALL") for o in ops):
@@ -190,18 +191,21 @@ def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0) -> list
     return problems + table_decode_problems(ops)
 
 
-def ring_copy_problems(ops: list[str], ring: int) -> list[str]:
+def ring_copy_problems(ops: list[str], ring: int, warp_scales: bool = False) -> list[str]:
     """A thread's ring of ``ring`` weight steps (fused_wgmma.cu's ThreadRing): each step's two rows
     of 16 code bytes copied by 16-byte cp.async bypassing L1 and their two 4-byte scale words by
     4-byte cp.async (``ring`` steps ahead in the prologue, one step in the loop), read back with a
-    16-byte shared load a row and a 16-bit one a row; no 16-byte global load of the weights."""
+    16-byte shared load a row and a 16-bit one a row; no 16-byte global load of the weights.
+    ``warp_scales`` (WarpScaleRing, a tile-contiguous weight's ring): the scale bytes come a warp's
+    128-byte run at a time, one more 16-byte cp.async a step (on lanes 0..7) and no 4-byte one."""
     problems = []
     copies = 2 * (ring + 1)
-    if _count(ops, "LDGSTS.E.BYPASS.128") != copies:
-        problems.append(f"{_count(ops, 'LDGSTS.E.BYPASS.128')} 16-byte cp.async of the codes, not 2 rows x "
-                        f"{ring + 1} (LDGSTS.E.BYPASS.128)")
-    if sum(o == "LDGSTS.E" for o in ops) != copies:
-        problems.append(f"not 2 rows x {ring + 1} 4-byte cp.async of the scale words (LDGSTS.E)")
+    wide = copies + (ring + 1 if warp_scales else 0)
+    if _count(ops, "LDGSTS.E.BYPASS.128") != wide:
+        problems.append(f"{_count(ops, 'LDGSTS.E.BYPASS.128')} 16-byte cp.async, not {wide}: 2 rows' codes"
+                        f"{' and a scale run' if warp_scales else ''} x {ring + 1} (LDGSTS.E.BYPASS.128)")
+    if sum(o == "LDGSTS.E" for o in ops) != (0 if warp_scales else copies):
+        problems.append(f"not {0 if warp_scales else copies} 4-byte cp.async of the scale words (LDGSTS.E)")
     if _count(ops, "LDS.128") != 2 or _count(ops, "LDS.U16") != 2:
         problems.append("not one 16-byte and one 16-bit shared load a row and step (LDS.128, LDS.U16)")
     if any(o.startswith("LDG.E.128") for o in ops):
@@ -458,7 +462,8 @@ def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
     four), 16-byte weight loads (into registers, or with a ring through cp.async into the thread's
     ring and back), the table decode, no spill to local memory, no call."""
     for (relayout, nact), ins in _wgmma_instantiations(kernel_sass, dtype).items():
-        assert check_wgmma(ins, int(nact), LIBRARY_RINGS.get((relayout, nact), 0)) == [], (relayout, nact)
+        ring = LIBRARY_RINGS.get((relayout, nact), 0)
+        assert check_wgmma(ins, int(nact), ring, tiled=relayout == "1") == [], (relayout, nact)
         assert sum("HGMMA" in i for i in ins) == 8, "two half steps of four k16 MMAs each"
 
 

@@ -1,0 +1,240 @@
+// Weight-stream probe for fused_wgmma's 64-row tile (benchmarks/NOTES.md, twenty-ninth session):
+// how fast can a block of 256 threads that owns one 128-row tile and one K split read its
+// tile-contiguous weights (per 64-row tile and 128-value step: 4096 code bytes, 512 scale bytes),
+// with nothing decoded, multiplied or stored? The library's ring of weight steps (each thread
+// cp.asyncs its own 2 x 16 code bytes and 2 x 4 scale bytes RING steps ahead) took 1.55-1.7x the
+// copy of the same bytes in the twenty-eighth and twenty-ninth sessions' ablations, at any ring
+// depth. The modes below read the same bytes over the same grid (one block per (tile, split),
+// `steps` steps each) in other ways, so the difference between them is the loading scheme's:
+//   0  the library's ring: per-thread cp.async 16 + 16 + 4 + 4 bytes, wait_group RING - 1
+//   1  the same without the scale copies (codes only)
+//   2  per-thread register prefetch: plain 16-byte global loads (and the 4-byte scale words),
+//      RING steps ahead, no shared memory
+//   3  bulk copies: thread 0 copies the step's 2 x 4096 + 2 x 512 bytes with cp.async.bulk into a
+//      ring of RING stages, counted on an mbarrier; every thread waits, reads its bytes from shared
+//      memory and releases the stage through a second mbarrier (one arrival per warp)
+// and a grid-stride read of the same bytes (the read floor). Each thread XORs what it reads; the
+// result is stored only when `flag` is set (never, at run time), so no load is dead.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../kernels/cuda/hopper_async.cuh"
+
+namespace {
+
+using namespace nvfp4::hopper;  // NOLINT
+
+constexpr int kThreads = 256;
+constexpr int kCodeBytes = 4096, kScaleBytes = 512;  // one 64-row tile's step
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ uint4 ldg_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t xor4(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
+
+struct Plan {
+  int total_steps, tiles, per_split;
+};
+
+template <int MODE, int RING>
+__global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __restrict__ codes,
+                                                              const uint8_t* __restrict__ scales, Plan plan,
+                                                              uint32_t* __restrict__ sink, int flag) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid >> 7, ct = tid & 127, warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  const int tile = static_cast<int>(blockIdx.x) % plan.tiles, split = static_cast<int>(blockIdx.x) / plan.tiles;
+  const int step0 = split * plan.per_split;
+  const int steps = max(0, min(step0 + plan.per_split, plan.total_steps) - step0);
+  const int64_t piece0 = static_cast<int64_t>(2 * tile + wg) * plan.total_steps + step0;  // this warpgroup's tile
+  const int row = 16 * warp + g;                                                           // and rows row, row + 8
+  const uint8_t* c0 = codes + piece0 * kCodeBytes + row * 64 + t * 16;
+  const uint8_t* s0 = scales + piece0 * kScaleBytes + row * 8 + (t >> 1) * 4;
+  uint32_t acc = 0;
+  if constexpr (MODE == 0 || MODE == 1) {
+    constexpr int kSlotBytes = 40;  // 2 x 16 code bytes, 2 x 4 scale bytes
+    const uint32_t ring = smem_u32(smem);
+    auto slot = [&](int s) { return ring + ((s % RING) * kThreads + tid) * 16; };
+    auto scale_slot = [&](int s) { return ring + RING * kThreads * 32 + ((s % RING) * kThreads + tid) * 8; };
+    auto copy = [&](int s) {
+      if (s < steps) {
+        cp_async16(slot(s), c0 + s * kCodeBytes);
+        cp_async16(slot(s) + RING * kThreads * 16, c0 + s * kCodeBytes + 8 * 64);
+        if (MODE == 0) {
+          cp_async4(scale_slot(s), s0 + s * kScaleBytes);
+          cp_async4(scale_slot(s) + 4, s0 + s * kScaleBytes + 8 * 8);
+        }
+      }
+      cp_async_commit();
+    };
+    static_assert(kSlotBytes == 2 * 16 + 2 * 4, "slot layout");
+    for (int i = 0; i < RING; ++i) copy(i);
+    for (int s = 0; s < steps; ++s) {
+      cp_async_wait<RING - 1>();
+      acc ^= xor4(lds128(slot(s))) ^ xor4(lds128(slot(s) + RING * kThreads * 16));
+      if (MODE == 0) {
+        const uint2 sc = lds64(scale_slot(s));
+        acc ^= sc.x ^ sc.y;
+      }
+      copy(s + RING);
+    }
+  } else if constexpr (MODE == 2) {
+    uint4 w[RING][2];
+    uint32_t sc[RING][2];
+    auto load = [&](int s, int r) {
+      if (s < steps) {
+        w[r][0] = ldg_stream(reinterpret_cast<const uint4*>(c0 + s * kCodeBytes));
+        w[r][1] = ldg_stream(reinterpret_cast<const uint4*>(c0 + s * kCodeBytes + 8 * 64));
+        sc[r][0] = __ldg(reinterpret_cast<const uint32_t*>(s0 + s * kScaleBytes));
+        sc[r][1] = __ldg(reinterpret_cast<const uint32_t*>(s0 + s * kScaleBytes + 8 * 8));
+      }
+    };
+#pragma unroll
+    for (int r = 0; r < RING; ++r) load(r, r);
+    for (int s0i = 0; s0i < steps; s0i += RING) {
+#pragma unroll
+      for (int r = 0; r < RING; ++r) {
+        if (s0i + r < steps) {
+          acc ^= xor4(w[r][0]) ^ xor4(w[r][1]) ^ sc[r][0] ^ sc[r][1];
+          load(s0i + r + RING, r);
+        }
+      }
+    }
+  } else {  // MODE 3: bulk copies into RING stages
+    constexpr int kStage = 2 * kCodeBytes + 2 * kScaleBytes;
+    const uint32_t base = smem_u32(smem);
+    const uint32_t full = base + RING * kStage, empty = full + 8 * RING;
+    if (tid == 0) {
+      for (int i = 0; i < RING; ++i) {
+        mbar_init(full + 8 * i, 1);
+        mbar_init(empty + 8 * i, kThreads / 32);
+      }
+      fence_barrier_init();
+    }
+    __syncthreads();
+    const uint8_t* tile_codes = codes + static_cast<int64_t>(2 * tile) * plan.total_steps * kCodeBytes;
+    const uint8_t* tile_scales = scales + static_cast<int64_t>(2 * tile) * plan.total_steps * kScaleBytes;
+    const int64_t wg_stride = plan.total_steps;  // pieces from one 64-row tile to the next
+    auto issue = [&](int s) {                    // thread 0
+      const int st = s % RING;
+      const uint32_t dst = base + st * kStage, bar = full + 8 * st;
+      mbar_expect_tx(bar, kStage);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t piece = h * wg_stride + step0 + s;
+        bulk_load(dst + h * kCodeBytes, tile_codes + piece * kCodeBytes, kCodeBytes, bar);
+        bulk_load(dst + 2 * kCodeBytes + h * kScaleBytes, tile_scales + piece * kScaleBytes, kScaleBytes, bar);
+      }
+    };
+    if (tid == 0) {
+      for (int s = 0; s < RING && s < steps; ++s) issue(s);
+    }
+    for (int s = 0; s < steps; ++s) {
+      const int st = s % RING;
+      const uint32_t phase = (s / RING) & 1;
+      mbar_wait(full + 8 * st, phase);
+      const uint32_t stage = base + st * kStage;
+      acc ^= xor4(lds128(stage + wg * kCodeBytes + row * 64 + t * 16)) ^
+             xor4(lds128(stage + wg * kCodeBytes + (row + 8) * 64 + t * 16));
+      const uint2 sc = lds64(stage + 2 * kCodeBytes + wg * kScaleBytes + row * 8);
+      acc ^= sc.x ^ sc.y;
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty + 8 * st);
+      if (tid == 0 && s + RING < steps) {
+        mbar_wait(empty + 8 * st, phase);
+        issue(s + RING);
+      }
+    }
+  }
+  if (flag) sink[blockIdx.x * kThreads + tid] = acc;
+}
+
+__global__ void __launch_bounds__(kThreads) read_floor_kernel(const uint4* __restrict__ p, int64_t n16,
+                                                              uint32_t* __restrict__ sink, int flag) {
+  uint32_t acc = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = ldg_stream(p + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= xor4(v[u]);
+  }
+  for (; i < n16; i += stride) acc ^= xor4(ldg_stream(p + i));
+  if (flag) sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+template <int MODE, int RING>
+int launch_mode(const void* codes, const void* scales, Plan plan, int blocks, int smem, uint32_t* sink,
+                cudaStream_t stream) {
+  const auto kernel = ring_probe_kernel<MODE, RING>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  kernel<<<blocks, kThreads, smem, stream>>>(static_cast<const uint8_t*>(codes), static_cast<const uint8_t*>(scales),
+                                             plan, sink, 0);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <int MODE>
+int launch_ring(int ring, const void* codes, const void* scales, Plan plan, int blocks, int smem, uint32_t* sink,
+                cudaStream_t stream) {
+  switch (ring) {
+    case 2: return launch_mode<MODE, 2>(codes, scales, plan, blocks, smem, sink, stream);
+    case 4: return launch_mode<MODE, 4>(codes, scales, plan, blocks, smem, sink, stream);
+    case 6: return launch_mode<MODE, 6>(codes, scales, plan, blocks, smem, sink, stream);
+    case 8: return launch_mode<MODE, 8>(codes, scales, plan, blocks, smem, sink, stream);
+    default: return -2;
+  }
+}
+
+}  // namespace
+
+// The shared memory a mode's ring needs (the caller may ask for more, to hold the blocks an SM
+// down to the library's two).
+extern "C" int ring_probe_min_smem(int mode, int ring) {
+  if (mode == 0 || mode == 1) return ring * kThreads * 40;
+  if (mode == 2) return 0;
+  if (mode == 3) return ring * (2 * kCodeBytes + 2 * kScaleBytes) + 16 * ring + 1024;
+  return -1;
+}
+
+// One launch of `mode` with a ring of `ring` steps over `tiles` 128-row tiles of `total_steps`
+// steps, split into ceil(total_steps / per_split) ranges: tiles x splits blocks.
+extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const void* scales, int total_steps, int tiles,
+                                 int per_split, int smem, void* sink, void* stream) {
+  if (per_split < 1 || tiles < 1 || total_steps < 1) return -3;
+  const Plan plan{total_steps, tiles, per_split};
+  const int blocks = tiles * ((total_steps + per_split - 1) / per_split);
+  const auto s = static_cast<cudaStream_t>(stream);
+  auto* out = static_cast<uint32_t*>(sink);
+  switch (mode) {
+    case 0: return launch_ring<0>(ring, codes, scales, plan, blocks, smem, out, s);
+    case 1: return launch_ring<1>(ring, codes, scales, plan, blocks, smem, out, s);
+    case 2: return launch_ring<2>(ring, codes, scales, plan, blocks, smem, out, s);
+    case 3: return launch_ring<3>(ring, codes, scales, plan, blocks, smem, out, s);
+    default: return -1;
+  }
+}
+
+// The read floor: a grid-stride read of nbytes (a multiple of 16) by blocks x 256 threads.
+extern "C" int ring_probe_read_floor(const void* p, long long nbytes, int blocks, void* sink, void* stream) {
+  read_floor_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const uint4*>(p), nbytes / 16, static_cast<uint32_t*>(sink), 0);
+  return static_cast<int>(cudaGetLastError());
+}
