@@ -456,6 +456,24 @@ def _decode_prmts(placed: bool) -> int:
     return fused_step_prmts(1, placed)
 
 
+def test_ptxas_keeps_fused_wgmmas_asynchronous(tmp_path: Path) -> None:
+    """ptxas reports when it has to serialize a kernel's wgmmas (C7512 for too few registers,
+    C7515 for other instructions writing their accumulators inside a pipeline stage); the kernel
+    then runs with a wait after every wgmma. No library kernel may be built that way: the
+    twenty-ninth session's first WarpScaleRing, whose scale offset was written 8 g + 2 t instead of
+    2 lane, drew C7515 and ran its 64- to 256-row tiles 7-20% slower on an H100 with the same bits,
+    which no other contract here notices."""
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([build.find_nvcc(), *build.BASE_FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
+                           "-Xptxas", "-v", f"-I{repo / 'kernels' / 'cuda'}", "-o", str(tmp_path / "fused_wgmma.cubin"),
+                           str(repo / "kernels" / "cuda" / "fused_wgmma.cu")], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Used" in done.stderr, "no ptxas report (-Xptxas -v)"
+    serialized = [line for line in done.stderr.splitlines() if "wgmma.mma_async instructions are serialized" in line]
+    assert serialized == [], serialized[:2]
+
+
 @pytest.mark.parametrize("dtype", ["half", "bf16"])
 def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
     """Each instantiation: m64nNk16 HGMMAs with A from registers at its width N (two half steps of

@@ -244,6 +244,13 @@ struct ThreadRing {
 // the bits are ThreadRing's. `run` is the warp's run at step 0 (valid: its tile holds rows; a
 // padded tile's rows past n have zero scale bytes, and read() gives a row past n zero bytes as
 // ThreadRing's zero-filled copy does).
+// cp_async16 on the lanes where `on` holds, as one predicated instruction (no branch)
+__device__ __forceinline__ void copy_run_piece(uint32_t dst, const void* src, bool valid, bool on) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n@p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}\n" ::"r"(dst),
+      "l"(src), "r"(valid ? 16 : 0), "r"(static_cast<int>(on)));
+}
+
 template <int RING>
 struct WarpScaleRing {
   static constexpr uint32_t kSlots = RING * kWgThreads;
@@ -258,15 +265,19 @@ struct WarpScaleRing {
       const uint32_t i = ThreadRing<RING>::slot(s, tid);
       cp_async16(ring + 16 * i, p0, ok0);
       cp_async16(ring + 16 * (kSlots + i), p1, ok1);
+      // a predicated copy, not a branch: a branch here, between the wgmmas of a step, made ptxas
+      // serialize them (C7515) and cost the 64- to 256-row tiles 7-20% on an H100
       const int lane = tid & 31;
-      if (lane < kRunBytes / 16) cp_async16(run_slot(ring, s, tid) + 16 * lane, run + 16 * lane, run_ok);
+      copy_run_piece(run_slot(ring, s, tid) + 16 * lane, run + 16 * lane, run_ok, lane < kRunBytes / 16);
     }
     cp_async_commit();
   }
-  // after cp_async_wait: the warp meets first, so that lanes 0..7's landed run is seen by all
-  static __device__ __forceinline__ void read(uint32_t ring, int s, int tid, int g, int t, bool ok0, bool ok1,
-                                              uint4& w0, uint4& w1, unsigned short& c0, unsigned short& c1) {
-    const uint32_t run = run_slot(ring, s, tid) + 8 * g + 2 * t;
+  // after cp_async_wait: the warp meets first, so that lanes 0..7's landed run is seen by all.
+  // Row g's bytes 2 t and 2 t + 1 lie at 8 g + 2 t = 2 lane of the run. (Written as 8 g + 2 t,
+  // ptxas 13.0 serialized the step's wgmmas (C7515); as 2 lane it does not.)
+  static __device__ __forceinline__ void read(uint32_t ring, int s, int tid, bool ok0, bool ok1, uint4& w0,
+                                              uint4& w1, unsigned short& c0, unsigned short& c1) {
+    const uint32_t run = run_slot(ring, s, tid) + 2 * (tid & 31);
     __syncwarp();
     ThreadRing<RING>::read_codes(ring, s, tid, w0, w1);
     c0 = ok0 ? hopper::lds16(run) : static_cast<unsigned short>(0);
@@ -466,7 +477,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     if constexpr (RING > 0) {
       cp_async_wait<RING - 1>();  // this thread's step s has landed (one group a step)
       if constexpr (RELAYOUT) {
-        WarpScaleRing<RING>::read(ring, s, tid, g, t, ok0, ok1, w0, w1, c0, c1);
+        WarpScaleRing<RING>::read(ring, s, tid, ok0, ok1, w0, w1, c0, c1);
       } else {
         ThreadRing<RING>::read(ring, s, tid, t, w0, w1, c0, c1);
       }
