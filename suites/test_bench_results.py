@@ -1344,3 +1344,47 @@ def test_deeper_weight_rings_did_not_pay_on_the_h100() -> None:
         for tail in ("loads only, no activation stream", "loads only, no activation stream or epilogue"):
             ring6, ring4 = us[f"64x2 ring 6 {tail}"], us[f"64x1 ring 4 {tail}"]
             assert abs(ring6 / ring4 - 1) < 0.03 and ring6 > 1.5 * row["copy_us"], (row["n"], tail, ring6, ring4)
+
+
+RING_STREAM_PROBE_RUN = "ring-stream-probe-h100-2026-12-06-900e2c9.json"
+WARP_SCALE_RING_RUN = "wgmma-warp-scale-ring-ab-dev-h100-2026-12-06-2f23485.json"
+
+
+def test_the_weight_stream_probe_and_the_warp_scale_ring_on_the_h100() -> None:
+    """NOTES (twenty-ninth session). The probe: a grid-stride read of the 50 MB of a large
+    shape's registered weight took at most 1.1x the copy of those bytes; the library ring's loads
+    alone (the 64-row tile's grid at the library's split, two blocks an SM) 1.15-1.3x; the same
+    without its two 4-byte scale copies a thread 6-12% less on every split of both shapes, closer
+    to the floor than any other scheme (register prefetch, one thread's bulk copies). The trial
+    that followed (a warp's scale bytes in one 128-byte run, benchmarks/experiments/
+    wgmma_warp_scale_ring.patch) did not take that gain into the kernel: beside the old kernel in
+    the same run it was between 1% faster and 6% slower, while the unchanged row-major kernel
+    stayed within 2.5% of its dev twin at 64 rows."""
+    probe = _experiment(RING_STREAM_PROBE_RUN)
+    assert probe["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    rows = probe["rows"]
+    assert {(r["n"], r["k"]) for r in rows} == {(17408, 5120), (5120, 17408)}
+
+    def cell(r: dict[str, Any], mode: int) -> dict[str, Any]:
+        return next(x for x in rows if (x["n"], x["splits"], x["ring"], x["occupancy"], x["mode"]) ==
+                    (r["n"], r["splits"], r["ring"], r["occupancy"], mode))
+
+    for r in rows:
+        assert r["read_floor_us"] < 1.1 * r["copy_us"], r["n"]
+        if r["mode"] == 0 and r["ring"] == 4 and r["occupancy"] == "two":
+            codes_only = cell(r, 1)["us"]
+            assert 0.88 * r["us"] < codes_only < 0.94 * r["us"], (r["n"], r["splits"], r["us"], codes_only)
+            assert codes_only <= min(cell(r, 2)["us"], cell(r, 3)["us"]) * 1.02, (r["n"], r["splits"])
+            if r["splits"] in (3, 6):  # the library's split on each shape
+                assert 1.15 < r["x_copy"] < 1.3, (r["n"], r["x_copy"])
+
+    ab = _experiment(WARP_SCALE_RING_RUN)
+    assert ab["provenance"]["git_commit"] == "2f23485" and ab["bits"] and all(b["same_bits"] for b in ab["bits"])
+    for row in ab["rows"]:
+        nact = 64 if row["m"] <= 64 else 128 if row["m"] <= 128 else 256
+        old = min(us for name, us in row["mma_order_us"].items()
+                  if name.startswith(f"tiled {nact}x1 ring {2 if nact == 256 else 4} plan"))
+        assert 0.99 * old <= row["fused_wgmma_library_us"] <= 1.06 * old, (row["n"], row["m"])
+        if nact == 64:
+            twin = min(us for name, us in row["mma_order_us"].items() if name.startswith("row-major 64x1 ring 4 plan"))
+            assert abs(row["fused_wgmma_library_row_major_us"] / twin - 1) < 0.025, (row["n"], row["m"])

@@ -165,11 +165,10 @@ def check_fused(instructions: list[str]) -> list[str]:
     return problems
 
 
-def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0, tiled: bool = False) -> list[str]:
+def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0) -> list[str]:
     """Violations of the fused_wgmma kernel's contract (empty when it holds), for a kernel of
     ``nact`` activation rows a block (the wgmma's N) and a ring of ``ring`` weight steps a thread
-    (0: the register prefetch, the weights' 16-byte loads straight into registers), on the
-    tile-contiguous layout when ``tiled`` (whose ring copies the scale bytes a warp at a time)."""
+    (0: the register prefetch, the weights' 16-byte loads straight into registers)."""
     ops = opcodes(instructions)
     problems = []
     hgmma = [i for i in instructions if "HGMMA" in i]
@@ -183,7 +182,7 @@ def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0, tiled: 
         if any(o.startswith(("LDGSTS", "LDS")) for o in ops):
             problems.append("an asynchronous copy or shared-memory load: the weights must go to registers only")
     else:
-        problems += ring_copy_problems(ops, ring, warp_scales=tiled)
+        problems += ring_copy_problems(ops, ring)
     if _local_memory(ops):
         problems.append(f"local memory: {sorted(set(_local_memory(ops)))}")
     if any(o.startswith("CALL") for o in ops):
@@ -191,21 +190,18 @@ def check_wgmma(instructions: list[str], nact: int = 256, ring: int = 0, tiled: 
     return problems + table_decode_problems(ops)
 
 
-def ring_copy_problems(ops: list[str], ring: int, warp_scales: bool = False) -> list[str]:
+def ring_copy_problems(ops: list[str], ring: int) -> list[str]:
     """A thread's ring of ``ring`` weight steps (fused_wgmma.cu's ThreadRing): each step's two rows
     of 16 code bytes copied by 16-byte cp.async bypassing L1 and their two 4-byte scale words by
     4-byte cp.async (``ring`` steps ahead in the prologue, one step in the loop), read back with a
-    16-byte shared load a row and a 16-bit one a row; no 16-byte global load of the weights.
-    ``warp_scales`` (WarpScaleRing, a tile-contiguous weight's ring): the scale bytes come a warp's
-    128-byte run at a time, one more 16-byte cp.async a step (on lanes 0..7) and no 4-byte one."""
+    16-byte shared load a row and a 16-bit one a row; no 16-byte global load of the weights."""
     problems = []
     copies = 2 * (ring + 1)
-    wide = copies + (ring + 1 if warp_scales else 0)
-    if _count(ops, "LDGSTS.E.BYPASS.128") != wide:
-        problems.append(f"{_count(ops, 'LDGSTS.E.BYPASS.128')} 16-byte cp.async, not {wide}: 2 rows' codes"
-                        f"{' and a scale run' if warp_scales else ''} x {ring + 1} (LDGSTS.E.BYPASS.128)")
-    if sum(o == "LDGSTS.E" for o in ops) != (0 if warp_scales else copies):
-        problems.append(f"not {0 if warp_scales else copies} 4-byte cp.async of the scale words (LDGSTS.E)")
+    if _count(ops, "LDGSTS.E.BYPASS.128") != copies:
+        problems.append(f"{_count(ops, 'LDGSTS.E.BYPASS.128')} 16-byte cp.async of the codes, not 2 rows x "
+                        f"{ring + 1} (LDGSTS.E.BYPASS.128)")
+    if sum(o == "LDGSTS.E" for o in ops) != copies:
+        problems.append(f"not 2 rows x {ring + 1} 4-byte cp.async of the scale words (LDGSTS.E)")
     if _count(ops, "LDS.128") != 2 or _count(ops, "LDS.U16") != 2:
         problems.append("not one 16-byte and one 16-bit shared load a row and step (LDS.128, LDS.U16)")
     if any(o.startswith("LDG.E.128") for o in ops):
@@ -459,10 +455,10 @@ def _decode_prmts(placed: bool) -> int:
 def test_ptxas_keeps_fused_wgmmas_asynchronous(tmp_path: Path) -> None:
     """ptxas reports when it has to serialize a kernel's wgmmas (C7512 for too few registers,
     C7515 for other instructions writing their accumulators inside a pipeline stage); the kernel
-    then runs with a wait after every wgmma. No library kernel may be built that way: the
-    twenty-ninth session's first WarpScaleRing, whose scale offset was written 8 g + 2 t instead of
-    2 lane, drew C7515 and ran its 64- to 256-row tiles 7-20% slower on an H100 with the same bits,
-    which no other contract here notices."""
+    then waits after every wgmma. No library kernel may be built that way. The twenty-ninth
+    session's trial of a warp-wide scale copy (benchmarks/NOTES.md) drew C7515 from an innocent
+    rewrite of one shared-memory offset and ran its 64- to 256-row tiles 7-20% slower on an H100
+    with the same bits, which no other contract here noticed."""
     repo = Path(__file__).resolve().parents[1]
     done = subprocess.run([build.find_nvcc(), *build.BASE_FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
                            "-Xptxas", "-v", f"-I{repo / 'kernels' / 'cuda'}", "-o", str(tmp_path / "fused_wgmma.cubin"),
@@ -480,8 +476,7 @@ def test_fused_wgmma_contract(kernel_sass, dtype: str) -> None:
     four), 16-byte weight loads (into registers, or with a ring through cp.async into the thread's
     ring and back), the table decode, no spill to local memory, no call."""
     for (relayout, nact), ins in _wgmma_instantiations(kernel_sass, dtype).items():
-        ring = LIBRARY_RINGS.get((relayout, nact), 0)
-        assert check_wgmma(ins, int(nact), ring, tiled=relayout == "1") == [], (relayout, nact)
+        assert check_wgmma(ins, int(nact), LIBRARY_RINGS.get((relayout, nact), 0)) == [], (relayout, nact)
         assert sum("HGMMA" in i for i in ins) == 8, "two half steps of four k16 MMAs each"
 
 

@@ -204,10 +204,10 @@ GPU_MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "wgmma-ring-slot-slip", "kernels/cuda/fused_wgmma.cu",
         "fused_wgmma's ring of weight steps (either layout, M = 1..128 and 193..256): a thread reads "
-        "step s's code bytes from the next step's slot, so it decodes bytes copied for another step or not yet landed "
+        "step s from the next step's slot, so it decodes bytes copied for another step or not yet landed "
         "(test_layout_gpu: its launches at M = 1, 17, 33, 64, 65, 100, 128, 193 and 256)",
-        "    const uint32_t i = slot(s, tid);\n    w0 = hopper::lds128(ring + 16 * i)",
-        "    const uint32_t i = slot(s + 1, tid);\n    w0 = hopper::lds128(ring + 16 * i)"),
+        "    const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n",
+        "    const uint32_t i = slot(s + 1, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);\n"),
     Mutation(
         "fused-tail-tile-dropped", "kernels/cuda/fused_mma.cu",
         "fused_mma: the row-tile count rounds down, so the last partial tile of N is never computed",

@@ -221,71 +221,13 @@ struct ThreadRing {
     }
     cp_async_commit();
   }
-  // step s's code bytes of rows 0 and 1 (both rings)
-  static __device__ __forceinline__ void read_codes(uint32_t ring, int s, int tid, uint4& w0, uint4& w1) {
-    const uint32_t i = slot(s, tid);
-    w0 = hopper::lds128(ring + 16 * i), w1 = hopper::lds128(ring + 16 * (kSlots + i));
-  }
   static __device__ __forceinline__ void read(uint32_t ring, int s, int tid, int t, uint4& w0, uint4& w1,
                                               unsigned short& c0, unsigned short& c1) {
-    const uint32_t scale = ring + 32 * kSlots + 8 * slot(s, tid) + 2 * (t & 1);
-    read_codes(ring, s, tid, w0, w1);
+    const uint32_t i = slot(s, tid), scale = ring + 32 * kSlots + 8 * i + 2 * (t & 1);
+    w0 = hopper::lds128(ring + 16 * i), w1 = hopper::lds128(ring + 16 * (kSlots + i));
     c0 = hopper::lds16(scale), c1 = hopper::lds16(scale + 4);
   }
 };
-
-// The ring of a tile-contiguous weight (RELAYOUT): the code bytes as ThreadRing copies them, the
-// scale bytes a warp at a time. A warp's 16 rows (16 warp .. 16 warp + 15 of its 64-row tile)
-// have their step's 8 scale bytes each in one 128-byte run of the tile's 512-byte piece, so lanes
-// 0..7 copy the run with one 16-byte cp.async each, into the warp's 128-byte slot of the step, and
-// every lane reads its rows' 2 bytes from there after the copy has landed and the warp has met.
-// The twenty-ninth session's stream probe (benchmarks/NOTES.md) read the codes alone 9-11% faster
-// than with ThreadRing's two 4-byte scale copies a thread. The same bytes reach the same decode, so
-// the bits are ThreadRing's. `run` is the warp's run at step 0 (valid: its tile holds rows; a
-// padded tile's rows past n have zero scale bytes, and read() gives a row past n zero bytes as
-// ThreadRing's zero-filled copy does).
-// cp_async16 on the lanes where `on` holds, as one predicated instruction (no branch)
-__device__ __forceinline__ void copy_run_piece(uint32_t dst, const void* src, bool valid, bool on) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n@p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}\n" ::"r"(dst),
-      "l"(src), "r"(valid ? 16 : 0), "r"(static_cast<int>(on)));
-}
-
-template <int RING>
-struct WarpScaleRing {
-  static constexpr uint32_t kSlots = RING * kWgThreads;
-  static constexpr int kRunBytes = 16 * 8;  // a warp's 16 rows x 8 scale bytes
-  static __device__ __forceinline__ uint32_t run_slot(uint32_t ring, int s, int tid) {
-    return ring + 32 * kSlots + static_cast<uint32_t>(((s % RING) * (kWgThreads / 32) + (tid >> 5)) * kRunBytes);
-  }
-  static __device__ __forceinline__ void copy(uint32_t ring, int s, int steps, int tid, const uint4* p0,
-                                              const uint4* p1, const uint8_t* run, bool ok0, bool ok1,
-                                              bool run_ok) {
-    if (s < steps) {
-      const uint32_t i = ThreadRing<RING>::slot(s, tid);
-      cp_async16(ring + 16 * i, p0, ok0);
-      cp_async16(ring + 16 * (kSlots + i), p1, ok1);
-      // a predicated copy, not a branch: a branch here, between the wgmmas of a step, made ptxas
-      // serialize them (C7515) and cost the 64- to 256-row tiles 7-20% on an H100
-      const int lane = tid & 31;
-      copy_run_piece(run_slot(ring, s, tid) + 16 * lane, run + 16 * lane, run_ok, lane < kRunBytes / 16);
-    }
-    cp_async_commit();
-  }
-  // after cp_async_wait: the warp meets first, so that lanes 0..7's landed run is seen by all.
-  // Row g's bytes 2 t and 2 t + 1 lie at 8 g + 2 t = 2 lane of the run. (Written as 8 g + 2 t,
-  // ptxas 13.0 serialized the step's wgmmas (C7515); as 2 lane it does not.)
-  static __device__ __forceinline__ void read(uint32_t ring, int s, int tid, bool ok0, bool ok1, uint4& w0,
-                                              uint4& w1, unsigned short& c0, unsigned short& c1) {
-    const uint32_t run = run_slot(ring, s, tid) + 2 * (tid & 31);
-    __syncwarp();
-    ThreadRing<RING>::read_codes(ring, s, tid, w0, w1);
-    c0 = ok0 ? hopper::lds16(run) : static_cast<unsigned short>(0);
-    c1 = ok1 ? hopper::lds16(run + 8 * 8) : static_cast<unsigned short>(0);
-  }
-};
-static_assert(WarpScaleRing<2>::kRunBytes * (kWgThreads / 32) <= 8 * kWgThreads,
-              "a step's runs fit the scale words' space of ThreadRing's slots");
 
 // RELAYOUT = false: the contract's row-major weights. RELAYOUT = true: a registered weight's
 // tile-contiguous copy (nvfp4_kernels.layout.tile_weights, signs placed: fused_mma's copy). Either
@@ -401,11 +343,6 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   constexpr int kScaleStep = (RELAYOUT ? 512 : 8) / 2;           // in 16-bit pairs a step
   const uint4 *p0 = packed_at(ok0 ? row0 : 0), *p1 = packed_at(ok1 ? row1 : 0);
   const unsigned short *q0 = scales_at(ok0 ? row0 : 0), *q1 = scales_at(ok1 ? row1 : 0);
-  // RELAYOUT's ring: the warp's 128-byte run of scale bytes at step 0 (WarpScaleRing)
-  const int row_w = n0 + 64 * wg + 16 * warp;
-  const bool run_ok = row_w < n;
-  const uint8_t* run = scales + ((static_cast<int64_t>(run_ok ? row_w : 0) >> 6) * total_steps + step0) * 512 +
-                       (run_ok ? row_w & 63 : 0) * 8;
   uint4 w0, w1;               // the step's bytes of rows 0 and 1
   unsigned short c0, c1;      // their scale bytes (the lane's 2)
   auto load_raw = [&](int s_load) {
@@ -432,13 +369,8 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   const uint32_t ring = act_empty + 8 * STAGES;  // RING: the ring follows the barriers
   if constexpr (RING > 0) {
     for (int i = 0; i < RING; ++i) {
-      if constexpr (RELAYOUT) {
-        WarpScaleRing<RING>::copy(ring, i, steps, tid, p0 + kPackedStep * i, p1 + kPackedStep * i, run + 512 * i, ok0,
-                                  ok1, run_ok);
-      } else {
-        ThreadRing<RING>::copy(ring, i, steps, tid, t, p0 + kPackedStep * i, p1 + kPackedStep * i,
-                               q0 + kScaleStep * i, q1 + kScaleStep * i, ok0, ok1);
-      }
+      ThreadRing<RING>::copy(ring, i, steps, tid, t, p0 + kPackedStep * i, p1 + kPackedStep * i, q0 + kScaleStep * i,
+                             q1 + kScaleStep * i, ok0, ok1);
     }
   }
   // half h of the step: words 2 h, 2 h + 1 of both rows (the lane's codes 16 h .. 16 h + 15 of
@@ -476,11 +408,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     if constexpr (RING > 0) {
       cp_async_wait<RING - 1>();  // this thread's step s has landed (one group a step)
-      if constexpr (RELAYOUT) {
-        WarpScaleRing<RING>::read(ring, s, tid, ok0, ok1, w0, w1, c0, c1);
-      } else {
-        ThreadRing<RING>::read(ring, s, tid, t, w0, w1, c0, c1);
-      }
+      ThreadRing<RING>::read(ring, s, tid, t, w0, w1, c0, c1);
     }
     decode_half(0, a_lo);
     if constexpr (!STAGED) {
@@ -513,13 +441,8 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     if constexpr (RING > 0) {  // into step s's slot, whose bytes are in registers (decoded) now
       const int next = s + RING;
-      if constexpr (RELAYOUT) {
-        WarpScaleRing<RING>::copy(ring, next, steps, tid, p0 + kPackedStep * next, p1 + kPackedStep * next,
-                                  run + 512 * next, ok0, ok1, run_ok);
-      } else {
-        ThreadRing<RING>::copy(ring, next, steps, tid, t, p0 + kPackedStep * next, p1 + kPackedStep * next,
-                               q0 + kScaleStep * next, q1 + kScaleStep * next, ok0, ok1);
-      }
+      ThreadRing<RING>::copy(ring, next, steps, tid, t, p0 + kPackedStep * next, p1 + kPackedStep * next,
+                             q0 + kScaleStep * next, q1 + kScaleStep * next, ok0, ok1);
     }
     wgmma_fence();
     if constexpr (ablated(kAblateMma)) {
