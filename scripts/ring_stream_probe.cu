@@ -13,6 +13,11 @@
 //   3  bulk copies: thread 0 copies the step's 2 x 4096 + 2 x 512 bytes with cp.async.bulk into a
 //      ring of RING stages, counted on an mbarrier; every thread waits, reads its bytes from shared
 //      memory and releases the stage through a second mbarrier (one arrival per warp)
+//   4  mode 0 inside the 64-row tile's per-step skeleton: a stream of 64 activation rows a step
+//      (16 KB, one bulk copy by thread 0, kActStages stages, kActStages - 1 steps ahead) handed over
+//      on full / empty mbarriers as fused_wgmma hands its TMA stages over (without the wgmmas'
+//      fences and waits: with no wgmma to wait for, ptxas serializes them in a way the kernel is
+//      not), so the difference from mode 0 is the activation handshake's
 // and a grid-stride read of the same bytes (the read floor). Each thread XORs what it reads; the
 // result is stored only when `flag` is set (never, at run time), so no load is dead.
 #include <cuda_runtime.h>
@@ -52,9 +57,12 @@ struct Plan {
   int total_steps, tiles, per_split;
 };
 
+constexpr int kActStages = 3, kActStepBytes = 64 * 128 * 2;  // fused_wgmma's stages of a 64-row tile
+
 template <int MODE, int RING>
 __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __restrict__ codes,
-                                                              const uint8_t* __restrict__ scales, Plan plan,
+                                                              const uint8_t* __restrict__ scales,
+                                                              const uint8_t* __restrict__ act, Plan plan,
                                                               uint32_t* __restrict__ sink, int flag) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const int tid = static_cast<int>(threadIdx.x);
@@ -67,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
   const uint8_t* c0 = codes + piece0 * kCodeBytes + row * 64 + t * 16;
   const uint8_t* s0 = scales + piece0 * kScaleBytes + row * 8 + (t >> 1) * 4;
   uint32_t acc = 0;
-  if constexpr (MODE == 0 || MODE == 1) {
+  if constexpr (MODE == 0 || MODE == 1 || MODE == 4) {
     constexpr int kSlotBytes = 40;  // 2 x 16 code bytes, 2 x 4 scale bytes
     const uint32_t ring = smem_u32(smem);
     auto slot = [&](int s) { return ring + ((s % RING) * kThreads + tid) * 16; };
@@ -76,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
       if (s < steps) {
         cp_async16(slot(s), c0 + s * kCodeBytes);
         cp_async16(slot(s) + RING * kThreads * 16, c0 + s * kCodeBytes + 8 * 64);
-        if (MODE == 0) {
+        if (MODE != 1) {
           cp_async4(scale_slot(s), s0 + s * kScaleBytes);
           cp_async4(scale_slot(s) + 4, s0 + s * kScaleBytes + 8 * 8);
         }
@@ -84,13 +92,46 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
       cp_async_commit();
     };
     static_assert(kSlotBytes == 2 * 16 + 2 * 4, "slot layout");
+    // MODE 4: the activation stages after the ring, then their full and empty barriers
+    const uint32_t act_base = (ring + RING * kThreads * kSlotBytes + 1023u) & ~1023u;
+    const uint32_t full = act_base + kActStages * kActStepBytes, empty = full + 8 * kActStages;
+    auto load_act = [&](int s) {  // thread 0
+      const uint32_t bar = full + 8 * (s % kActStages);
+      mbar_expect_tx(bar, kActStepBytes);
+      bulk_load(act_base + (s % kActStages) * kActStepBytes, act + static_cast<int64_t>(step0 + s) * kActStepBytes,
+                kActStepBytes, bar);
+    };
+    if constexpr (MODE == 4) {
+      if (tid == 0) {
+        for (int i = 0; i < kActStages; ++i) {
+          mbar_init(full + 8 * i, 1);
+          mbar_init(empty + 8 * i, kThreads / 32);
+        }
+        fence_barrier_init();
+      }
+      __syncthreads();
+      if (tid == 0) {
+        for (int s = 0; s < kActStages - 1 && s < steps; ++s) load_act(s);
+      }
+    }
     for (int i = 0; i < RING; ++i) copy(i);
     for (int s = 0; s < steps; ++s) {
       cp_async_wait<RING - 1>();
       acc ^= xor4(lds128(slot(s))) ^ xor4(lds128(slot(s) + RING * kThreads * 16));
-      if (MODE == 0) {
+      if (MODE != 1) {
         const uint2 sc = lds64(scale_slot(s));
         acc ^= sc.x ^ sc.y;
+      }
+      if constexpr (MODE == 4) {
+        const int st = s % kActStages;
+        mbar_wait(full + 8 * st, (s / kActStages) & 1);
+        acc ^= lds64(act_base + st * kActStepBytes + tid * 8).x;
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + 8 * st);
+        if (tid == 0 && s + kActStages - 1 < steps) {  // refill step s - 1's stage
+          if (s > 0) mbar_wait(empty + 8 * ((s - 1) % kActStages), ((s - 1) / kActStages) & 1);
+          load_act(s + kActStages - 1);
+        }
       }
       copy(s + RING);
     }
@@ -181,24 +222,24 @@ __global__ void __launch_bounds__(kThreads) read_floor_kernel(const uint4* __res
 }
 
 template <int MODE, int RING>
-int launch_mode(const void* codes, const void* scales, Plan plan, int blocks, int smem, uint32_t* sink,
-                cudaStream_t stream) {
+int launch_mode(const void* codes, const void* scales, const void* act, Plan plan, int blocks, int smem,
+                uint32_t* sink, cudaStream_t stream) {
   const auto kernel = ring_probe_kernel<MODE, RING>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   kernel<<<blocks, kThreads, smem, stream>>>(static_cast<const uint8_t*>(codes), static_cast<const uint8_t*>(scales),
-                                             plan, sink, 0);
+                                             static_cast<const uint8_t*>(act), plan, sink, 0);
   return static_cast<int>(cudaGetLastError());
 }
 
 template <int MODE>
-int launch_ring(int ring, const void* codes, const void* scales, Plan plan, int blocks, int smem, uint32_t* sink,
-                cudaStream_t stream) {
+int launch_ring(int ring, const void* codes, const void* scales, const void* act, Plan plan, int blocks, int smem,
+                uint32_t* sink, cudaStream_t stream) {
   switch (ring) {
-    case 2: return launch_mode<MODE, 2>(codes, scales, plan, blocks, smem, sink, stream);
-    case 4: return launch_mode<MODE, 4>(codes, scales, plan, blocks, smem, sink, stream);
-    case 6: return launch_mode<MODE, 6>(codes, scales, plan, blocks, smem, sink, stream);
-    case 8: return launch_mode<MODE, 8>(codes, scales, plan, blocks, smem, sink, stream);
+    case 2: return launch_mode<MODE, 2>(codes, scales, act, plan, blocks, smem, sink, stream);
+    case 4: return launch_mode<MODE, 4>(codes, scales, act, plan, blocks, smem, sink, stream);
+    case 6: return launch_mode<MODE, 6>(codes, scales, act, plan, blocks, smem, sink, stream);
+    case 8: return launch_mode<MODE, 8>(codes, scales, act, plan, blocks, smem, sink, stream);
     default: return -2;
   }
 }
@@ -211,23 +252,26 @@ extern "C" int ring_probe_min_smem(int mode, int ring) {
   if (mode == 0 || mode == 1) return ring * kThreads * 40;
   if (mode == 2) return 0;
   if (mode == 3) return ring * (2 * kCodeBytes + 2 * kScaleBytes) + 16 * ring + 1024;
+  if (mode == 4) return ring * kThreads * 40 + 1024 + kActStages * (kActStepBytes + 16) + 1024;
   return -1;
 }
 
 // One launch of `mode` with a ring of `ring` steps over `tiles` 128-row tiles of `total_steps`
-// steps, split into ceil(total_steps / per_split) ranges: tiles x splits blocks.
-extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const void* scales, int total_steps, int tiles,
-                                 int per_split, int smem, void* sink, void* stream) {
+// steps, split into ceil(total_steps / per_split) ranges: tiles x splits blocks. `act`: mode 4's
+// activation steps (total_steps x 16 KB; unused by the other modes).
+extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const void* scales, const void* act,
+                                 int total_steps, int tiles, int per_split, int smem, void* sink, void* stream) {
   if (per_split < 1 || tiles < 1 || total_steps < 1) return -3;
   const Plan plan{total_steps, tiles, per_split};
   const int blocks = tiles * ((total_steps + per_split - 1) / per_split);
   const auto s = static_cast<cudaStream_t>(stream);
   auto* out = static_cast<uint32_t*>(sink);
   switch (mode) {
-    case 0: return launch_ring<0>(ring, codes, scales, plan, blocks, smem, out, s);
-    case 1: return launch_ring<1>(ring, codes, scales, plan, blocks, smem, out, s);
-    case 2: return launch_ring<2>(ring, codes, scales, plan, blocks, smem, out, s);
-    case 3: return launch_ring<3>(ring, codes, scales, plan, blocks, smem, out, s);
+    case 0: return launch_ring<0>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 1: return launch_ring<1>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 2: return launch_ring<2>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 3: return launch_ring<3>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 4: return launch_ring<4>(ring, codes, scales, act, plan, blocks, smem, out, s);
     default: return -1;
   }
 }

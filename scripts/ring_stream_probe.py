@@ -3,13 +3,15 @@
 streams its weights at about 1.55-1.7x the copy of the same bytes even with nothing decoded,
 multiplied or stored, at any depth of its ring. scripts/ring_stream_probe.cu reads the same
 tile-contiguous bytes over the same grids (a block of 256 threads per 128-row tile and K split)
-by four loading schemes, beside a grid-stride read of the bytes (the read floor) and the bench's
-copy of them (the ceiling), each timed as the bench times a call: the L2 flushed by a 256 MB
+by four loading schemes, and the library's scheme inside the tile's activation handshake (mode
+4), beside a grid-stride read of the bytes (the read floor) and the bench's copy of them (the
+ceiling), each timed as the bench times a call: the L2 flushed by a 256 MB
 write before each run, CUDA events, median of 21.
 
     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC \\
         -o kernels/_build/probe/libringprobe.so scripts/ring_stream_probe.cu       # here
     python scripts/ring_stream_probe.py --lib kernels/_build/probe/libringprobe.so --out FILE  # GPU
+        [--quick: the library's split only]
 
 Occupancy "two": each block asks for 90 KB of shared memory, so two blocks fit an SM, as the
 library's 64-row tile runs; "free": the mode's own need, so the registers and threads decide.
@@ -31,6 +33,7 @@ MODES = {
     1: "ring without scale copies",
     2: "register prefetch (ld.global)",
     3: "bulk copies a step (thread 0), mbarriers",
+    4: "library ring inside the 64-row tile's activation handshake",
 }
 #: (n, k) -> the K splits timed; 17408 x 5120 has 136 tiles of 40 steps, 5120 x 17408 40 of 136
 SHAPES = {(17408, 5120): (1, 2, 3, 4, 5), (5120, 17408): (3, 6, 7, 9)}
@@ -38,16 +41,18 @@ LIBRARY_SPLITS = {(17408, 5120): 3, (5120, 17408): 6}
 RINGS = (2, 4, 8)
 TWO_BLOCKS_SMEM = 90 * 1024
 CODE_BYTES, SCALE_BYTES = 4096, 512
+ACT_STEP_BYTES = 64 * 128 * 2  # a step of 64 activation rows (mode 4)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="only the library's split, two blocks an SM, rings 4 and 8")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     vp, i32 = ctypes.c_void_p, ctypes.c_int
-    lib.ring_probe_launch.argtypes = [i32, i32, vp, vp, i32, i32, i32, i32, vp, vp]
+    lib.ring_probe_launch.argtypes = [i32, i32, vp, vp, vp, i32, i32, i32, i32, vp, vp]
     lib.ring_probe_min_smem.argtypes = [i32, i32]
     lib.ring_probe_read_floor.argtypes = [vp, ctypes.c_longlong, i32, vp, vp]
     from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half
@@ -71,6 +76,7 @@ def main() -> int:
         tiles, total_steps = n // 128, k // 128
         codes = torch.randint(0, 256, (2 * tiles * total_steps * CODE_BYTES,), dtype=torch.uint8, device=dev)
         scales = torch.randint(0, 256, (2 * tiles * total_steps * SCALE_BYTES,), dtype=torch.uint8, device=dev)
+        act = torch.randint(0, 256, (total_steps * ACT_STEP_BYTES,), dtype=torch.uint8, device=dev)  # mode 4
         nbytes = codes.numel() + scales.numel()
         half = copy_ceiling_half(nbytes)
         src = torch.empty(half, dtype=torch.uint8, device=dev).random_(0, 255)
@@ -95,12 +101,12 @@ def main() -> int:
             f"{n}x{k}: {nbytes / 1e6:.1f} MB, copy {copy_us:.2f} us, read floor {floor_us:.2f} us "
             f"({copy_us / floor_us:.0%} of copy)"
         )
-        for splits in split_counts:
+        for splits in (LIBRARY_SPLITS[(n, k)],) if args.quick else split_counts:
             per_split = -(-total_steps // splits)
             blocks = tiles * -(-total_steps // per_split)
             for mode in MODES:
-                for ring in RINGS:
-                    for occupancy in ("two", "free"):
+                for ring in (4, 8) if args.quick else RINGS:
+                    for occupancy in ("two",) if args.quick else ("two", "free"):
                         if occupancy == "free" and splits != LIBRARY_SPLITS[(n, k)]:
                             continue
                         need = lib.ring_probe_min_smem(mode, ring)
@@ -113,6 +119,7 @@ def main() -> int:
                                     ring,
                                     codes.data_ptr(),
                                     scales.data_ptr(),
+                                    act.data_ptr(),
                                     total_steps,
                                     tiles,
                                     per_split,
