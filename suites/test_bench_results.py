@@ -1422,3 +1422,29 @@ def test_the_onnx_runtime_timing_with_union_totals_on_the_h100() -> None:
         assert median(lm_head, "ours", regime) > 1.1 * median(lm_head, "onnxruntime", regime), regime
     seeds = [r for r in rows if r["section"] == "seed" and r["M"] == 1]
     assert len(seeds) == 3 and all(median(r, "ours", "warm") > median(r, "onnxruntime", "warm") for r in seeds)
+
+
+RING_HANDSHAKE_PROBE_RUN = "ring-stream-probe-handshake-h100-2026-12-06-a9a3f07.json"
+
+
+def test_the_activation_handshake_probe_on_the_h100() -> None:
+    """NOTES (twenty-ninth session): inside the 64-row tile's activation handshake (probe mode 4,
+    same smem class: two blocks an SM at a ring of 4), the library's ring took 2.5-5.5 us longer
+    than alone on both large shapes at the library's split; at a ring of 8 the handshake's stages
+    leave one block an SM (over 114 KB) and it took at least 1.3x longer still; mode 0 repeated
+    the first probe's figures within 0.5 us."""
+    data = _experiment(RING_HANDSHAKE_PROBE_RUN)
+    first = _experiment(RING_STREAM_PROBE_RUN)
+    assert data["provenance"]["gpu"] == first["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+    def us(run: dict[str, Any], n: int, mode: int, ring: int) -> dict[str, Any]:
+        return next(r for r in run["rows"] if (r["n"], r["mode"], r["ring"], r["occupancy"]) == (n, mode, ring, "two")
+                    and r["splits"] == (3 if n == 17408 else 6))
+
+    for n in (17408, 5120):
+        alone, shaken = us(data, n, 0, 4), us(data, n, 4, 4)
+        assert 228 * 1024 // (shaken["smem"] + 1024) == 2
+        assert 2.5 < shaken["us"] - alone["us"] < 5.5, (n, alone["us"], shaken["us"])
+        deep = us(data, n, 4, 8)
+        assert deep["smem"] > 114 * 1024 and deep["us"] > 1.3 * shaken["us"], n
+        assert abs(alone["us"] - us(first, n, 0, 4)["us"]) < 0.5, n
