@@ -567,16 +567,26 @@ constexpr int library_ring(int nact) {
   return nact == 64 || nact == 128 || nact == 192 ? 4 : nact == kWgActRows ? 2 : 0;
 }
 
+// The activation stages (STAGES) the library launches for an activation tile. The 64-row tile
+// takes four (106 KB of shared memory, still two blocks an SM): in two H100 runs of the dev
+// variants at the library's plans (benchmarks/NOTES.md, twenty-ninth session; same bits, 340 and
+// 136 launches checked against fused_mma) its ring of 4 took 4-10% less time at M = 33..64 than
+// with three, 47.3-49.6 us against 50.6-52.0 on 17408 x 5120 and 42.4-45.4 against 46.6-48.5 on
+// 5120 x 17408 (row-major 4-7%). The stream probe had put the three stages' handshake at 2.7-5 us
+// of the weight stream. Five stages (121 KB, one block an SM) were slower on 5120 x 17408. The
+// wider tiles keep three (their stages are 32-64 KB).
+constexpr int library_stages(int nact) { return nact == 64 ? 4 : kWgStages; }
+
 // launch_wgmma for either output type, one block a multiprocessor (the plan's waves), with the
-// library's ring for the tile
+// library's ring and activation stages for the tile
 template <bool RELAYOUT, int NACT>
 cudaError_t launch_either_type(int32_t out_bf16, const void* a, const void* packed, const void* scales, const void* g,
                                const void* bias, void* out, float* workspace, int m, int n, int k,
                                const WgmmaPlan& plan, cudaStream_t stream, void* act_ws) {
-  constexpr int kRing = library_ring(NACT);
-  return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT, 1, kWgStages, false, kRing>(
+  constexpr int kRing = library_ring(NACT), kStages = library_stages(NACT);
+  return out_bf16 ? launch_wgmma<__nv_bfloat16, RELAYOUT, NACT, 1, kStages, false, kRing>(
                         a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws)
-                  : launch_wgmma<__half, RELAYOUT, NACT, 1, kWgStages, false, kRing>(
+                  : launch_wgmma<__half, RELAYOUT, NACT, 1, kStages, false, kRing>(
                         a, packed, scales, g, bias, out, workspace, m, n, k, plan, stream, act_ws);
 }
 

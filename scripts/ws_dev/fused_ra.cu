@@ -77,6 +77,12 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   NVFP4RA_MMA_ORDER(true, 64, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(false, 64, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(true, 64, 2, 3, false, 4)
+  // the 64-row tile with its ring of 4 and a deeper activation stream (twenty-ninth session: the
+  // stream probe's handshake cost 2.7-5 us of the weight stream at three stages); four stages
+  // (105 KB) keep two blocks an SM, five (121 KB) one
+  NVFP4RA_MMA_ORDER(true, 64, 1, 4, false, 4)
+  NVFP4RA_MMA_ORDER(true, 64, 1, 5, false, 4)
+  NVFP4RA_MMA_ORDER(false, 64, 1, 4, false, 4)
   NVFP4RA_MMA_ORDER(true, 128, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(true, 256, 1, 3, false, 2)
   // three 64-row blocks an SM (24 warps, 80 registers without spills, two activation stages so that

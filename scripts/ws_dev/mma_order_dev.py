@@ -47,7 +47,8 @@ SMS = 132
 #: RING steps ahead, with no thread waiting for another (nineteenth session); 64x3 with two stages
 #: and a ring of 4 runs three 64-row blocks an SM (twenty-seventh session); deeper rings for the
 #: 64-row tile: 6 steps at two blocks an SM (1.5x the weight bytes in flight on an SM) and 8 at
-#: one (twenty-eighth session)
+#: one (twenty-eighth session); the 64-row tile's ring of 4 with four and five activation stages
+#: (twenty-ninth session)
 VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 192, 1, 3, False, 0),
             (True, 128, 1, 3, False, 0), (True, 64, 2, 3, False, 0), (True, 32, 2, 3, False, 0),
             (True, 16, 3, 3, False, 0), (True, 256, 1, 3, True, 0), (True, 128, 1, 5, True, 0),
@@ -56,14 +57,17 @@ VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 19
             (True, 128, 1, 3, False, 4), (True, 256, 1, 3, False, 2), (False, 64, 2, 3, False, 4),
             (False, 128, 1, 3, False, 4), (False, 256, 1, 3, False, 2), (True, 192, 1, 3, False, 4),
             (False, 192, 1, 3, False, 4), (True, 64, 3, 2, False, 4), (True, 64, 2, 3, False, 6),
-            (False, 64, 2, 3, False, 6), (True, 64, 1, 3, False, 8), (False, 64, 1, 3, False, 8))
+            (False, 64, 2, 3, False, 6), (True, 64, 1, 3, False, 8), (False, 64, 1, 3, False, 8),
+            (True, 64, 1, 4, False, 4), (True, 64, 1, 5, False, 4), (False, 64, 1, 4, False, 4))
 
 
 def variant_name(variant: tuple) -> str:
-    """How the rows name a variant, e.g. "tiled 64x2 ring 4" (--variants matches these)."""
+    """How the rows name a variant, e.g. "tiled 64x2 ring 4" (--variants matches these). An
+    unstaged variant's activation stages are named only past three ("tiled 64x1 stages 4 ring 4"),
+    so that the names of the earlier sessions' files stand."""
     tiled, nact, min_blocks, stages, staged, ring = variant
-    return (f"{'tiled' if tiled else 'row-major'} {nact}x{min_blocks}"
-            f"{f' staged {stages}' if staged else ''}{f' ring {ring}' if ring else ''}")
+    depth = f" staged {stages}" if staged else f" stages {stages}" if stages > 3 else ""
+    return f"{'tiled' if tiled else 'row-major'} {nact}x{min_blocks}{depth}{f' ring {ring}' if ring else ''}"
 
 
 def norm_splits(steps: int, s: int) -> int:
