@@ -1448,3 +1448,46 @@ def test_the_activation_handshake_probe_on_the_h100() -> None:
         deep = us(data, n, 4, 8)
         assert deep["smem"] > 114 * 1024 and deep["us"] > 1.3 * shaken["us"], n
         assert abs(alone["us"] - us(first, n, 0, 4)["us"]) < 0.5, n
+
+
+ACT_STAGES_RUN = "mma-order-act-stages-dev-h100-2026-12-06-dfb3831.json"
+FOUR_STAGES_LIBRARY_RUN = "wgmma-four-stages-library-h100-2026-12-06-dfb3831.json"
+
+
+def test_four_activation_stages_pay_for_the_64_row_tile_on_the_h100() -> None:
+    """NOTES (twenty-ninth session), why fused_wgmma.cu's library_stages gives the 64-row tile four
+    activation stages: in two runs of the dev variants (every launch's bits equal to fused_mma's),
+    at the library's plan, four stages took 3-10% less time than three at M = 33..64 on both
+    large shapes and both layouts; five stages (one block an SM) were slower than four on
+    5120 x 17408. Then the library with four stages: within 3% of the dev variant of the same
+    kernel and at least 2.5% faster than the three-stage variant in the same run, on both
+    layouts; its GPU tests passed."""
+    first = _experiment(ACT_STAGES_RUN)
+    runs = (first, first["repeat_run"])
+    for run in runs:
+        assert run["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+        assert not run["failures"] and run["bits"] and all(b["same_bits"] for b in run["bits"])
+
+    def at(row: dict[str, Any], variant: str, plan: str | None = None) -> float:
+        times = {name: us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan ")}
+        return times[f"{variant} plan {plan}"] if plan else min(times.values())
+
+    library_plan = {(17408, 33): "0,5", (17408, 48): "0,3", (17408, 64): "0,3", (5120, 33): "0,13"}
+    for run in runs:
+        for row in run["rows"]:
+            plan = library_plan.get((row["n"], row["m"]), "0,6")
+            for layout in ("tiled", "row-major"):
+                three, four = at(row, f"{layout} 64x1 ring 4", plan), at(row, f"{layout} 64x1 stages 4 ring 4", plan)
+                assert 0.90 <= four / three <= 0.97, (layout, row["n"], row["m"], three, four)
+    for row in first["rows"]:
+        if row["n"] == 5120:
+            assert at(row, "tiled 64x1 stages 5 ring 4") > at(row, "tiled 64x1 stages 4 ring 4"), row["m"]
+
+    library = _experiment(FOUR_STAGES_LIBRARY_RUN)
+    assert library["provenance"]["gpu_tests"] == "419 passed" and all(b["same_bits"] for b in library["bits"])
+    for row in library["rows"]:
+        plan = library_plan.get((row["n"], row["m"]), "0,6")
+        lib, lib_row_major = row["fused_wgmma_library_us"], row["fused_wgmma_library_row_major_us"]
+        assert abs(lib / at(row, "tiled 64x1 stages 4 ring 4", plan) - 1) < 0.03, (row["n"], row["m"])
+        assert lib < 0.975 * at(row, "tiled 64x1 ring 4", plan), (row["n"], row["m"])
+        assert lib_row_major < 0.975 * at(row, "row-major 64x1 ring 4", plan), (row["n"], row["m"])
