@@ -411,9 +411,10 @@ def test_the_loop_checker_reports_an_added_decode_instruction_or_a_lost_loop(ker
 #: (nvfp4_fused_wgmma_ring_steps).
 LIBRARY_RINGS = {(relayout, nact): ring for relayout in "01"
                  for nact, ring in (("64", 4), ("128", 4), ("192", 4), ("256", 2))}
-#: the activation stages (fused_wgmma.cu's library_stages) of each tile: four at 64 rows, which
-#: measured 4-10% faster on an H100 (benchmarks/NOTES.md, twenty-ninth session), three elsewhere
-LIBRARY_STAGES = {"64": "4", "128": "3", "192": "3", "256": "3"}
+#: the activation stages (fused_wgmma.cu's library_stages) of each tile: four at 64 and 128 rows,
+#: which measured 4-10% and 1-5% faster on an H100 (benchmarks/NOTES.md, twenty-ninth session),
+#: three at 192 and 256 rows, where four do not fit
+LIBRARY_STAGES = {"64": "4", "128": "4", "192": "3", "256": "3"}
 
 
 #: (tiled, NACT) of the dev build's register-prefetch kernels (RING = 0, one block an SM, three

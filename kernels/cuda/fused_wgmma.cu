@@ -574,8 +574,11 @@ constexpr int library_ring(int nact) {
 // with three, 47.3-49.6 us against 50.6-52.0 on 17408 x 5120 and 42.4-45.4 against 46.6-48.5 on
 // 5120 x 17408 (row-major 4-7%). The stream probe had put the three stages' handshake at 2.7-5 us
 // of the weight stream. Five stages (121 KB, one block an SM) were slower on 5120 x 17408. The
-// wider tiles keep three (their stages are 32-64 KB).
-constexpr int library_stages(int nact) { return nact == 64 ? 4 : kWgStages; }
+// 128-row tile takes four as well (169 KB, one block an SM as with three): 1-5% faster than its
+// three-stage dev twin at M = 96 and 128 on both shapes and layouts, all eight rows the same way
+// (H100, same bits). The 192- and 256-row tiles keep three: four of their 48-64 KB stages and the
+// ring do not fit an SM's shared memory.
+constexpr int library_stages(int nact) { return nact == 64 || nact == 128 ? 4 : kWgStages; }
 
 // launch_wgmma for either output type, one block a multiprocessor (the plan's waves), with the
 // library's ring and activation stages for the tile
