@@ -57,6 +57,19 @@ struct Plan {
   int total_steps, tiles, per_split;
 };
 
+// `stages` full barriers (one arrival: the producer's, plus the copies' bytes) and as many empty
+// ones (one arrival a warp), initialised by thread 0 before any thread uses them
+__device__ __forceinline__ void init_stage_barriers(uint32_t full, uint32_t empty, int stages, int tid) {
+  if (tid == 0) {
+    for (int i = 0; i < stages; ++i) {
+      mbar_init(full + 8 * i, 1);
+      mbar_init(empty + 8 * i, kThreads / 32);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+}
+
 constexpr int kActStages = 3, kActStepBytes = 64 * 128 * 2;  // fused_wgmma's stages of a 64-row tile
 
 template <int MODE, int RING>
@@ -102,14 +115,7 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
                 kActStepBytes, bar);
     };
     if constexpr (MODE == 4) {
-      if (tid == 0) {
-        for (int i = 0; i < kActStages; ++i) {
-          mbar_init(full + 8 * i, 1);
-          mbar_init(empty + 8 * i, kThreads / 32);
-        }
-        fence_barrier_init();
-      }
-      __syncthreads();
+      init_stage_barriers(full, empty, kActStages, tid);
       if (tid == 0) {
         for (int s = 0; s < kActStages - 1 && s < steps; ++s) load_act(s);
       }
@@ -161,14 +167,7 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
     constexpr int kStage = 2 * kCodeBytes + 2 * kScaleBytes;
     const uint32_t base = smem_u32(smem);
     const uint32_t full = base + RING * kStage, empty = full + 8 * RING;
-    if (tid == 0) {
-      for (int i = 0; i < RING; ++i) {
-        mbar_init(full + 8 * i, 1);
-        mbar_init(empty + 8 * i, kThreads / 32);
-      }
-      fence_barrier_init();
-    }
-    __syncthreads();
+    init_stage_barriers(full, empty, RING, tid);
     const uint8_t* tile_codes = codes + static_cast<int64_t>(2 * tile) * plan.total_steps * kCodeBytes;
     const uint8_t* tile_scales = scales + static_cast<int64_t>(2 * tile) * plan.total_steps * kScaleBytes;
     const int64_t wg_stride = plan.total_steps;  // pieces from one 64-row tile to the next
