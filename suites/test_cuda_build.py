@@ -281,6 +281,27 @@ def test_the_fused_kernel_sums_the_splits_of_single_row_calls_in_its_launch() ->
 
 
 @needs_nvcc
+def test_the_weight_stream_probe_builds_against_the_kernel_headers(tmp_path: Path) -> None:
+    """scripts/ring_stream_probe.cu (the twenty-ninth session's weight-stream probe,
+    benchmarks/NOTES.md) uses kernels/cuda/hopper_async.cuh's barriers and bulk copies; a change
+    there must not leave it unbuildable. Its driver's three entries are exported, and the shared
+    memory each mode asks for is what its layout needs: the ring's 40 bytes a thread a step, the
+    bulk stages of 9 KB a step, nothing for the register prefetch, and mode 4's ring plus three
+    16 KB activation stages."""
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "libringprobe.so"
+    done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
+                           "-Xcompiler", "-fPIC", "-o", str(out), str(repo / "scripts" / "ring_stream_probe.cu")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lib = ctypes.CDLL(str(out))
+    assert all(hasattr(lib, name) for name in ("ring_probe_launch", "ring_probe_min_smem", "ring_probe_read_floor"))
+    smem = {mode: lib.ring_probe_min_smem(mode, 4) for mode in range(6)}
+    assert smem == {0: 4 * 256 * 40, 1: 4 * 256 * 40, 2: 0, 3: 4 * 9216 + 64 + 1024,
+                    4: 4 * 256 * 40 + 1024 + 3 * (16384 + 16) + 1024, 5: -1}, smem
+
+
+@needs_nvcc
 def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> None:
     """scripts/l2_floor_probe.cu (the ninth session's M = 1 floor, benchmarks/NOTES.md) launches
     through kernels/cuda/streamed_launch.cuh; a change to that header must not leave the probe
@@ -347,10 +368,12 @@ def test_the_register_a_dev_kernel_builds_without_spills(tmp_path: Path) -> None
     finally:
         sys.path.pop(0)
     # bf16 and fp16 kernels of the dev variants (some with staged weights) and of the library's
-    # (each layout at 64, 128, 192 and 256 activation rows, one block an SM), the finalize
+    # (each layout at 64, 128, 192 and 256 activation rows, one block an SM, four activation stages
+    # at 64 and 128 rows), the finalize
     # kernels (two types at two vector widths) and the permutation
-    library = {(tiled, nact, 1, 3, False, 4 if nact in (64, 128, 192) else 2)
-               for tiled in (True, False) for nact in (64, 128, 192, 256)}  # fused_wgmma.cu's library_ring
+    # fused_wgmma.cu's library_stages and library_ring
+    library = {(tiled, nact, 1, 4 if nact in (64, 128) else 3, False, 4 if nact in (64, 128, 192) else 2)
+               for tiled in (True, False) for nact in (64, 128, 192, 256)}
     kernels = 2 * len(set(VARIANTS) | library) + 4 + 1
     lib = bind(ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_ra.cu", (), kernels))))
     assert all(hasattr(lib, name) for name in ("nvfp4ra_launch_mma_order", "nvfp4ra_permute_act",
