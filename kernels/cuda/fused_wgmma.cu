@@ -571,7 +571,7 @@ constexpr int library_ring(int nact) {
 // takes four (106 KB of shared memory, still two blocks an SM): in two H100 runs of the dev
 // variants at the library's plans (benchmarks/NOTES.md, twenty-ninth session; same bits, 340 and
 // 136 launches checked against fused_mma) its ring of 4 took 4-10% less time at M = 33..64 than
-// with three, 47.3-49.6 us against 50.6-52.0 on 17408 x 5120 and 42.4-45.4 against 46.6-48.5 on
+// with three, 47.3-49.6 us against 50.6-52.0 on 17408 x 5120 and 43.5-44.6 against 47.5-48.8 on
 // 5120 x 17408 (row-major 4-7%). The stream probe had put the three stages' handshake at 2.7-5 us
 // of the weight stream. Five stages (121 KB, one block an SM) were slower on 5120 x 17408. The
 // 128-row tile takes four as well (169 KB, one block an SM as with three): 1-5% faster than its
