@@ -18,6 +18,9 @@
 //      on full / empty mbarriers as fused_wgmma hands its TMA stages over (without the wgmmas'
 //      fences and waits: with no wgmma to wait for, ptxas serializes them in a way the kernel is
 //      not), so the difference from mode 0 is the activation handshake's
+//   5  mode 4 with a producer warp: a ninth warp's lane 0 copies every step's activations (waiting
+//      for each stage's release) and thread 0 only consumes, so a slow warp no longer holds back
+//      thread 0's own weight copies
 // and a grid-stride read of the same bytes (the read floor). Each thread XORs what it reads; the
 // result is stored only when `flag` is set (never, at run time), so no load is dead.
 #include <cuda_runtime.h>
@@ -72,8 +75,11 @@ __device__ __forceinline__ void init_stage_barriers(uint32_t full, uint32_t empt
 
 constexpr int kActStages = 3, kActStepBytes = 64 * 128 * 2;  // fused_wgmma's stages of a 64-row tile
 
+template <int MODE>
+constexpr int block_threads() { return MODE == 5 ? kThreads + 32 : kThreads; }
+
 template <int MODE, int RING>
-__global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __restrict__ codes,
+__global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const uint8_t* __restrict__ codes,
                                                               const uint8_t* __restrict__ scales,
                                                               const uint8_t* __restrict__ act, Plan plan,
                                                               uint32_t* __restrict__ sink, int flag) {
@@ -88,7 +94,8 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
   const uint8_t* c0 = codes + piece0 * kCodeBytes + row * 64 + t * 16;
   const uint8_t* s0 = scales + piece0 * kScaleBytes + row * 8 + (t >> 1) * 4;
   uint32_t acc = 0;
-  if constexpr (MODE == 0 || MODE == 1 || MODE == 4) {
+  constexpr bool kHandshake = MODE == 4 || MODE == 5, kProducerWarp = MODE == 5;
+  if constexpr (MODE == 0 || MODE == 1 || kHandshake) {
     constexpr int kSlotBytes = 40;  // 2 x 16 code bytes, 2 x 4 scale bytes
     const uint32_t ring = smem_u32(smem);
     auto slot = [&](int s) { return ring + ((s % RING) * kThreads + tid) * 16; };
@@ -105,18 +112,28 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
       cp_async_commit();
     };
     static_assert(kSlotBytes == 2 * 16 + 2 * 4, "slot layout");
-    // MODE 4: the activation stages after the ring, then their full and empty barriers
+    // MODES 4, 5: the activation stages after the ring, then their full and empty barriers
     const uint32_t act_base = (ring + RING * kThreads * kSlotBytes + 1023u) & ~1023u;
     const uint32_t full = act_base + kActStages * kActStepBytes, empty = full + 8 * kActStages;
-    auto load_act = [&](int s) {  // thread 0
+    auto load_act = [&](int s) {  // thread 0 (mode 4) or the producer warp's lane 0 (mode 5)
       const uint32_t bar = full + 8 * (s % kActStages);
       mbar_expect_tx(bar, kActStepBytes);
       bulk_load(act_base + (s % kActStages) * kActStepBytes, act + static_cast<int64_t>(step0 + s) * kActStepBytes,
                 kActStepBytes, bar);
     };
-    if constexpr (MODE == 4) {
+    if constexpr (kHandshake) {
       init_stage_barriers(full, empty, kActStages, tid);
-      if (tid == 0) {
+      if constexpr (kProducerWarp) {
+        if (tid >= kThreads) {  // the producer warp copies no weights
+          if (lane == 0) {
+            for (int s = 0; s < steps; ++s) {
+              if (s >= kActStages) mbar_wait(empty + 8 * (s % kActStages), (s / kActStages - 1) & 1);
+              load_act(s);
+            }
+          }
+          return;
+        }
+      } else if (tid == 0) {
         for (int s = 0; s < kActStages - 1 && s < steps; ++s) load_act(s);
       }
     }
@@ -128,13 +145,13 @@ __global__ void __launch_bounds__(kThreads) ring_probe_kernel(const uint8_t* __r
         const uint2 sc = lds64(scale_slot(s));
         acc ^= sc.x ^ sc.y;
       }
-      if constexpr (MODE == 4) {
+      if constexpr (kHandshake) {
         const int st = s % kActStages;
         mbar_wait(full + 8 * st, (s / kActStages) & 1);
         acc ^= lds64(act_base + st * kActStepBytes + tid * 8).x;
         __syncwarp();
         if (lane == 0) mbar_arrive(empty + 8 * st);
-        if (tid == 0 && s + kActStages - 1 < steps) {  // refill step s - 1's stage
+        if (!kProducerWarp && tid == 0 && s + kActStages - 1 < steps) {  // refill step s - 1's stage
           if (s > 0) mbar_wait(empty + 8 * ((s - 1) % kActStages), ((s - 1) / kActStages) & 1);
           load_act(s + kActStages - 1);
         }
@@ -226,7 +243,7 @@ int launch_mode(const void* codes, const void* scales, const void* act, Plan pla
   const auto kernel = ring_probe_kernel<MODE, RING>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
-  kernel<<<blocks, kThreads, smem, stream>>>(static_cast<const uint8_t*>(codes), static_cast<const uint8_t*>(scales),
+  kernel<<<blocks, block_threads<MODE>(), smem, stream>>>(static_cast<const uint8_t*>(codes), static_cast<const uint8_t*>(scales),
                                              static_cast<const uint8_t*>(act), plan, sink, 0);
   return static_cast<int>(cudaGetLastError());
 }
@@ -251,7 +268,7 @@ extern "C" int ring_probe_min_smem(int mode, int ring) {
   if (mode == 0 || mode == 1) return ring * kThreads * 40;
   if (mode == 2) return 0;
   if (mode == 3) return ring * (2 * kCodeBytes + 2 * kScaleBytes) + 16 * ring + 1024;
-  if (mode == 4) return ring * kThreads * 40 + 1024 + kActStages * (kActStepBytes + 16) + 1024;
+  if (mode == 4 || mode == 5) return ring * kThreads * 40 + 1024 + kActStages * (kActStepBytes + 16) + 1024;
   return -1;
 }
 
@@ -271,6 +288,7 @@ extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const vo
     case 2: return launch_ring<2>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 3: return launch_ring<3>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 4: return launch_ring<4>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 5: return launch_ring<5>(ring, codes, scales, act, plan, blocks, smem, out, s);
     default: return -1;
   }
 }
