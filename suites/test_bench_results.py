@@ -49,6 +49,14 @@ def _experiment(name: str) -> dict[str, Any]:
     return _load(REPO / "benchmarks" / "experiments" / name)
 
 
+def _dev_variant_us(row: dict[str, Any], variant: str, plan: tuple[int, int] | None = None) -> float:
+    """A row of scripts/ws_dev/mma_order_dev.py's file: dev variant ``variant``'s time at
+    ``plan`` (whole tiles, splits), or at its fastest plan when None."""
+    if plan is not None:
+        return row["mma_order_us"][f"{variant} plan {plan[0]},{plan[1]}"]
+    return min(us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan "))
+
+
 def _minimum_bytes(kernel: str, m: int | None, n: int, k: int, bs: int) -> Fraction:
     """Per element: packed 1/2 B, scale 1/bs B (whole blocks), bf16/fp16 2 B."""
     blocks = len(range(0, k, bs))
@@ -1290,13 +1298,10 @@ def test_three_64_row_blocks_an_sm_did_not_pay_on_the_h200() -> None:
     assert data["provenance"]["gpu"] == "NVIDIA H200" and not data["failures"]
     assert data["bits"] and all(b["same_bits"] for b in data["bits"])
 
-    def best(row: dict[str, Any], variant: str) -> float:
-        return min(us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan"))
-
     assert {(r["n"], r["m"]) for r in data["rows"]} == {(n, m) for n in (17408, 5120) for m in (48, 64)}
     for row in data["rows"]:
-        three = best(row, "tiled 64x3 ring 4")
-        others = min(best(row, "tiled 64x1 ring 4"), best(row, "tiled 64x2 ring 4"))
+        three = _dev_variant_us(row, "tiled 64x3 ring 4")
+        others = min(_dev_variant_us(row, "tiled 64x1 ring 4"), _dev_variant_us(row, "tiled 64x2 ring 4"))
         if row["n"] == 17408:
             assert three >= 0.99 * others, (row["m"], three, others)
         else:
@@ -1320,17 +1325,14 @@ def test_deeper_weight_rings_did_not_pay_on_the_h100() -> None:
     assert data["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and data["provenance"]["git_commit"] == "ddf8a11"
     assert not data["failures"] and data["bits"] and all(b["same_bits"] for b in data["bits"])
 
-    def best(row: dict[str, Any], variant: str) -> float:
-        return min(us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan"))
-
     assert {(r["n"], r["m"]) for r in data["rows"]} == {(n, m) for n in (17408, 5120) for m in (33, 48, 64)}
     for row in data["rows"]:
         library = row["fused_wgmma_library_us"]
-        ring4 = min(library, best(row, "tiled 64x1 ring 4"))
-        assert best(row, "tiled 64x2 ring 6") >= 0.99 * ring4, row["m"]
-        ring4_row_major = min(row["fused_wgmma_library_row_major_us"], best(row, "row-major 64x1 ring 4"))
-        assert best(row, "row-major 64x2 ring 6") >= 0.99 * ring4_row_major, row["m"]
-        ring8 = best(row, "tiled 64x1 ring 8")
+        ring4 = min(library, _dev_variant_us(row, "tiled 64x1 ring 4"))
+        assert _dev_variant_us(row, "tiled 64x2 ring 6") >= 0.99 * ring4, row["m"]
+        ring4_row_major = min(row["fused_wgmma_library_row_major_us"], _dev_variant_us(row, "row-major 64x1 ring 4"))
+        assert _dev_variant_us(row, "row-major 64x2 ring 6") >= 0.99 * ring4_row_major, row["m"]
+        ring8 = _dev_variant_us(row, "tiled 64x1 ring 8")
         if row["n"] == 17408:
             assert ring8 >= 0.95 * library, (row["m"], ring8, library)
         else:
@@ -1382,11 +1384,10 @@ def test_the_weight_stream_probe_and_the_warp_scale_ring_on_the_h100() -> None:
     assert ab["provenance"]["git_commit"] == "2f23485" and ab["bits"] and all(b["same_bits"] for b in ab["bits"])
     for row in ab["rows"]:
         nact = 64 if row["m"] <= 64 else 128 if row["m"] <= 128 else 256
-        old = min(us for name, us in row["mma_order_us"].items()
-                  if name.startswith(f"tiled {nact}x1 ring {2 if nact == 256 else 4} plan"))
+        old = _dev_variant_us(row, f"tiled {nact}x1 ring {2 if nact == 256 else 4}")
         assert 0.99 * old <= row["fused_wgmma_library_us"] <= 1.06 * old, (row["n"], row["m"])
         if nact == 64:
-            twin = min(us for name, us in row["mma_order_us"].items() if name.startswith("row-major 64x1 ring 4 plan"))
+            twin = _dev_variant_us(row, "row-major 64x1 ring 4")
             assert abs(row["fused_wgmma_library_row_major_us"] / twin - 1) < 0.025, (row["n"], row["m"])
 
 
@@ -1468,29 +1469,28 @@ def test_four_activation_stages_pay_for_the_64_row_tile_on_the_h100() -> None:
         assert run["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
         assert not run["failures"] and run["bits"] and all(b["same_bits"] for b in run["bits"])
 
-    def at(row: dict[str, Any], variant: str, plan: str | None = None) -> float:
-        times = {name: us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan ")}
-        return times[f"{variant} plan {plan}"] if plan else min(times.values())
+    from nvfp4_kernels.tiling import wgmma_call_plan
 
-    library_plan = {(17408, 33): "0,5", (17408, 48): "0,3", (17408, 64): "0,3", (5120, 33): "0,13"}
     for run in runs:
         for row in run["rows"]:
-            plan = library_plan.get((row["n"], row["m"]), "0,6")
+            plan = wgmma_call_plan(row["n"], row["k"], row["m"])  # the library's, on 132 SMs
             for layout in ("tiled", "row-major"):
-                three, four = at(row, f"{layout} 64x1 ring 4", plan), at(row, f"{layout} 64x1 stages 4 ring 4", plan)
+                three = _dev_variant_us(row, f"{layout} 64x1 ring 4", plan)
+                four = _dev_variant_us(row, f"{layout} 64x1 stages 4 ring 4", plan)
                 assert 0.90 <= four / three <= 0.97, (layout, row["n"], row["m"], three, four)
     for row in first["rows"]:
         if row["n"] == 5120:
-            assert at(row, "tiled 64x1 stages 5 ring 4") > at(row, "tiled 64x1 stages 4 ring 4"), row["m"]
+            five, four = (_dev_variant_us(row, f"tiled 64x1 stages {n} ring 4") for n in (5, 4))
+            assert five > four, row["m"]
 
     library = _experiment(FOUR_STAGES_LIBRARY_RUN)
     assert library["provenance"]["gpu_tests"] == "419 passed" and all(b["same_bits"] for b in library["bits"])
     for row in library["rows"]:
-        plan = library_plan.get((row["n"], row["m"]), "0,6")
+        plan = wgmma_call_plan(row["n"], row["k"], row["m"])
         lib, lib_row_major = row["fused_wgmma_library_us"], row["fused_wgmma_library_row_major_us"]
-        assert abs(lib / at(row, "tiled 64x1 stages 4 ring 4", plan) - 1) < 0.03, (row["n"], row["m"])
-        assert lib < 0.975 * at(row, "tiled 64x1 ring 4", plan), (row["n"], row["m"])
-        assert lib_row_major < 0.975 * at(row, "row-major 64x1 ring 4", plan), (row["n"], row["m"])
+        assert abs(lib / _dev_variant_us(row, "tiled 64x1 stages 4 ring 4", plan) - 1) < 0.03, (row["n"], row["m"])
+        assert lib < 0.975 * _dev_variant_us(row, "tiled 64x1 ring 4", plan), (row["n"], row["m"])
+        assert lib_row_major < 0.975 * _dev_variant_us(row, "row-major 64x1 ring 4", plan), (row["n"], row["m"])
 
 
 FOUR_STAGES_128_RUN = "wgmma-128-four-stages-library-h100-2026-12-06.json"
@@ -1511,5 +1511,5 @@ def test_four_activation_stages_for_the_128_row_tile_on_the_h100() -> None:
         whole, splits = wgmma_plan(row["n"], row["k"], 132)
         for layout, library in (("tiled", row["fused_wgmma_library_us"]),
                                 ("row-major", row["fused_wgmma_library_row_major_us"])):
-            twin = row["mma_order_us"][f"{layout} 128x1 ring 4 plan {whole},{splits}"]
+            twin = _dev_variant_us(row, f"{layout} 128x1 ring 4", (whole, splits))
             assert 0.945 <= library / twin <= 0.99, (layout, row["n"], row["m"], library, twin)

@@ -20,8 +20,9 @@ not checked; the full kernel's bits are the GPU suites' business.
 Rows: per shape and M, the copy and cuBLAS bf16 references, fused_mma on the registered copy at
 the dispatcher's split, the library's fused_wgmma launch (the narrowest activation tile, one
 block an SM, the library's plan) with each ablation, and at M <= 64 the dev variant with two
-64-row blocks an SM and the 64-row tile with a ring of 4 (the library's) and of 6 steps at two
-blocks an SM (with each ablation, and unablated when the dev library libra.so is there).
+64-row blocks an SM and the 64-row tile with a ring of 4 (the library's before the twenty-ninth
+session: three activation stages) and of 6 steps at two blocks an SM (with each ablation, and
+unablated when the dev library libra.so is there).
 """
 
 from __future__ import annotations
