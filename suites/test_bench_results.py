@@ -1513,3 +1513,26 @@ def test_four_activation_stages_for_the_128_row_tile_on_the_h100() -> None:
                                 ("row-major", row["fused_wgmma_library_row_major_us"])):
             twin = _dev_variant_us(row, f"{layout} 128x1 ring 4", (whole, splits))
             assert 0.945 <= library / twin <= 0.99, (layout, row["n"], row["m"], library, twin)
+
+
+PRODUCER_WARP_PROBE_RUN = "ring-stream-probe-producer-warp-h100-2026-12-06-f0b8072.json"
+
+
+def test_a_producer_warp_takes_most_of_the_handshake_off_the_ring_on_the_h100() -> None:
+    """NOTES (thirtieth session): probe mode 5 (mode 4's activation handshake with a ninth warp
+    that only copies the activations) put the handshake's cost over the bare ring at less than
+    half of mode 4's on both large shapes at the library's split (1.6 / 1.3 us against 4.4 / 3.1),
+    and still above nothing; mode 4 repeated the twenty-ninth session's reading within 1 us."""
+    data = _experiment(PRODUCER_WARP_PROBE_RUN)
+    earlier = _experiment(RING_HANDSHAKE_PROBE_RUN)
+    assert data["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and "5" in data["modes"]
+
+    def us(run: dict[str, Any], n: int, mode: int) -> float:
+        key = (n, mode, 4, "two", 3 if n == 17408 else 6)  # ring of 4, two blocks an SM, the library's split
+        return next(r["us"] for r in run["rows"] if (r["n"], r["mode"], r["ring"], r["occupancy"], r["splits"]) == key)
+
+    for n in (17408, 5120):
+        alone, handshake, producer = us(data, n, 0), us(data, n, 4), us(data, n, 5)
+        assert 0.3 < producer - alone < 0.5 * (handshake - alone), (n, alone, handshake, producer)
+        assert abs(handshake - us(earlier, n, 4)) < 1.0, n
+

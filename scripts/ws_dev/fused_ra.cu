@@ -83,6 +83,10 @@ int nvfp4ra_launch_mma_order(const void* a, void* act_ws, const void* packed, co
   NVFP4RA_MMA_ORDER(true, 64, 1, 4, false, 4)
   NVFP4RA_MMA_ORDER(true, 64, 1, 5, false, 4)
   NVFP4RA_MMA_ORDER(false, 64, 1, 4, false, 4)
+  // the 128-row tile's library configuration since the twenty-ninth session (four stages, ring of
+  // 4), so that a change to the kernel can be timed against its twin built from the old source
+  NVFP4RA_MMA_ORDER(true, 128, 1, 4, false, 4)
+  NVFP4RA_MMA_ORDER(false, 128, 1, 4, false, 4)
   NVFP4RA_MMA_ORDER(true, 128, 1, 3, false, 4)
   NVFP4RA_MMA_ORDER(true, 256, 1, 3, false, 2)
   // three 64-row blocks an SM (24 warps, 80 registers without spills, two activation stages so that

@@ -48,7 +48,7 @@ SMS = 132
 #: and a ring of 4 runs three 64-row blocks an SM (twenty-seventh session); deeper rings for the
 #: 64-row tile: 6 steps at two blocks an SM (1.5x the weight bytes in flight on an SM) and 8 at
 #: one (twenty-eighth session); the 64-row tile's ring of 4 with four and five activation stages
-#: (twenty-ninth session)
+#: (twenty-ninth session), and the 128-row tile's library configuration (four stages, ring of 4)
 VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 192, 1, 3, False, 0),
             (True, 128, 1, 3, False, 0), (True, 64, 2, 3, False, 0), (True, 32, 2, 3, False, 0),
             (True, 16, 3, 3, False, 0), (True, 256, 1, 3, True, 0), (True, 128, 1, 5, True, 0),
@@ -58,7 +58,8 @@ VARIANTS = ((True, 256, 1, 3, False, 0), (False, 256, 1, 3, False, 0), (True, 19
             (False, 128, 1, 3, False, 4), (False, 256, 1, 3, False, 2), (True, 192, 1, 3, False, 4),
             (False, 192, 1, 3, False, 4), (True, 64, 3, 2, False, 4), (True, 64, 2, 3, False, 6),
             (False, 64, 2, 3, False, 6), (True, 64, 1, 3, False, 8), (False, 64, 1, 3, False, 8),
-            (True, 64, 1, 4, False, 4), (True, 64, 1, 5, False, 4), (False, 64, 1, 4, False, 4))
+            (True, 64, 1, 4, False, 4), (True, 64, 1, 5, False, 4), (False, 64, 1, 4, False, 4),
+            (True, 128, 1, 4, False, 4), (False, 128, 1, 4, False, 4))
 
 
 def variant_name(variant: tuple) -> str:
