@@ -352,3 +352,19 @@ def test_the_docs_count_the_cuda_mutants_of_todays_table() -> None:
         text = (mutation.PROJECT_ROOT / doc).read_text()
         counts = re.findall(r"\((\d+) today:", text)
         assert counts == [str(len(mutation.GPU_MUTATIONS))], (doc, counts)
+
+
+def test_the_h100_rerun_of_fused_wgmmas_mutants_caught_them_all() -> None:
+    """fixtures/gpu/mutation-gpu-wgmma-h100-90c1d9b.json (thirtieth session): after the 64- and
+    128-row tiles took four activation stages, every mutant of today's table planted in
+    fused_wgmma.cu was planted again on an H100 and caught by the GPU suites, whose baseline
+    passed first."""
+    import json
+
+    record = json.loads((GPU_RESULTS.parent / "mutation-gpu-wgmma-h100-90c1d9b.json").read_text())
+    assert record["complete"] and record["baseline"]["status"] == "passed"
+    assert record["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    wgmma = {m.name for m in mutation.GPU_MUTATIONS if m.file.endswith("fused_wgmma.cu")}
+    assert {r["name"] for r in record["mutants"]} == wgmma and len(wgmma) >= 8
+    assert all(r["status"] == "caught" for r in record["mutants"]), [
+        (r["name"], r["status"]) for r in record["mutants"] if r["status"] != "caught"]
