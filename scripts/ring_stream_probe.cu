@@ -21,6 +21,9 @@
 //   5  mode 4 with a producer warp: a ninth warp's lane 0 copies every step's activations (waiting
 //      for each stage's release) and thread 0 only consumes, so a slow warp no longer holds back
 //      thread 0's own weight copies
+//   6  mode 0 with one 4-byte scale copy a thread instead of two: the scale layout a registered
+//      weight could take (a thread's scale bytes of its two rows in one aligned word, so a warp's
+//      copies are one contiguous 128-byte run of the step's 512), thirtieth session
 // and a grid-stride read of the same bytes (the read floor). Each thread XORs what it reads; the
 // result is stored only when `flag` is set (never, at run time), so no load is dead.
 #include <cuda_runtime.h>
@@ -93,9 +96,10 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
   const int row = 16 * warp + g;                                                           // and rows row, row + 8
   const uint8_t* c0 = codes + piece0 * kCodeBytes + row * 64 + t * 16;
   const uint8_t* s0 = scales + piece0 * kScaleBytes + row * 8 + (t >> 1) * 4;
+  const uint8_t* s6 = scales + piece0 * kScaleBytes + warp * 128 + lane * 4;  // mode 6's word
   uint32_t acc = 0;
   constexpr bool kHandshake = MODE == 4 || MODE == 5, kProducerWarp = MODE == 5;
-  if constexpr (MODE == 0 || MODE == 1 || kHandshake) {
+  if constexpr (MODE == 0 || MODE == 1 || MODE == 6 || kHandshake) {
     constexpr int kSlotBytes = 40;  // 2 x 16 code bytes, 2 x 4 scale bytes
     const uint32_t ring = smem_u32(smem);
     auto slot = [&](int s) { return ring + ((s % RING) * kThreads + tid) * 16; };
@@ -104,7 +108,9 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
       if (s < steps) {
         cp_async16(slot(s), c0 + s * kCodeBytes);
         cp_async16(slot(s) + RING * kThreads * 16, c0 + s * kCodeBytes + 8 * 64);
-        if (MODE != 1) {
+        if (MODE == 6) {
+          cp_async4(scale_slot(s), s6 + s * kScaleBytes);
+        } else if (MODE != 1) {
           cp_async4(scale_slot(s), s0 + s * kScaleBytes);
           cp_async4(scale_slot(s) + 4, s0 + s * kScaleBytes + 8 * 8);
         }
@@ -141,7 +147,9 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
     for (int s = 0; s < steps; ++s) {
       cp_async_wait<RING - 1>();
       acc ^= xor4(lds128(slot(s))) ^ xor4(lds128(slot(s) + RING * kThreads * 16));
-      if (MODE != 1) {
+      if (MODE == 6) {
+        acc ^= lds32(scale_slot(s));
+      } else if (MODE != 1) {
         const uint2 sc = lds64(scale_slot(s));
         acc ^= sc.x ^ sc.y;
       }
@@ -265,7 +273,7 @@ int launch_ring(int ring, const void* codes, const void* scales, const void* act
 // The shared memory a mode's ring needs (the caller may ask for more, to hold the blocks an SM
 // down to the library's two).
 extern "C" int ring_probe_min_smem(int mode, int ring) {
-  if (mode == 0 || mode == 1) return ring * kThreads * 40;
+  if (mode == 0 || mode == 1 || mode == 6) return ring * kThreads * 40;
   if (mode == 2) return 0;
   if (mode == 3) return ring * (2 * kCodeBytes + 2 * kScaleBytes) + 16 * ring + 1024;
   if (mode == 4 || mode == 5) return ring * kThreads * 40 + 1024 + kActStages * (kActStepBytes + 16) + 1024;
@@ -289,6 +297,7 @@ extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const vo
     case 3: return launch_ring<3>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 4: return launch_ring<4>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 5: return launch_ring<5>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 6: return launch_ring<6>(ring, codes, scales, act, plan, blocks, smem, out, s);
     default: return -1;
   }
 }

@@ -3,10 +3,11 @@
 streams its weights at about 1.55-1.7x the copy of the same bytes even with nothing decoded,
 multiplied or stored, at any depth of its ring. scripts/ring_stream_probe.cu reads the same
 tile-contiguous bytes over the same grids (a block of 256 threads per 128-row tile and K split)
-by four loading schemes, and the library's scheme inside the tile's activation handshake (mode
-4; mode 5 with a producer warp), beside a grid-stride read of the bytes (the read floor) and the
-bench's copy of them (the ceiling), each timed as the bench times a call: the L2 flushed by a 256 MB
-write before each run, CUDA events, median of 21.
+by four loading schemes, the library's scheme inside the tile's activation handshake (mode 4;
+mode 5 with a producer warp) and with one scale copy a thread (mode 6, thirtieth session),
+beside a grid-stride read of the bytes (the read floor) and the bench's copy of them (the
+ceiling), each timed as the bench times a call: the L2 flushed by a 256 MB write before each
+run, CUDA events, median of 21.
 
     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC \\
         -o kernels/_build/probe/libringprobe.so scripts/ring_stream_probe.cu       # here
@@ -35,6 +36,7 @@ MODES = {
     3: "bulk copies a step (thread 0), mbarriers",
     4: "library ring inside the 64-row tile's activation handshake",
     5: "mode 4 with a producer warp for the activations",
+    6: "library ring with one 4-byte scale copy a thread (a warp's 128 scale bytes contiguous)",
 }
 #: (n, k) -> the K splits timed; 17408 x 5120 has 136 tiles of 40 steps, 5120 x 17408 40 of 136
 SHAPES = {(17408, 5120): (1, 2, 3, 4, 5), (5120, 17408): (3, 6, 7, 9)}
