@@ -1356,8 +1356,10 @@ def test_the_weight_stream_probe_and_the_warp_scale_ring_on_the_h100() -> None:
     """NOTES (twenty-ninth session). The probe: a grid-stride read of the 50 MB of a large
     shape's registered weight took at most 1.1x the copy of those bytes; the library ring's loads
     alone (the 64-row tile's grid at the library's split, two blocks an SM) 1.15-1.3x; the same
-    without its two 4-byte scale copies a thread 6-12% less on every split of both shapes, closer
-    to the floor than any other scheme (register prefetch, one thread's bulk copies). The trial
+    without its two 4-byte scale copies a thread 6-12% less on every split of both shapes, no
+    slower than the other schemes (register prefetch, one thread's bulk copies). (The thirtieth
+    session found that 6-12% to be the scale bytes' own share, 512 of a step's 4608: per byte
+    read, the codes-only ring is no faster; see the scale-word test below.) The trial
     that followed (a warp's scale bytes in one 128-byte run, benchmarks/experiments/
     wgmma_warp_scale_ring.patch) did not take that gain into the kernel: beside the old kernel in
     the same run it was between 1% faster and 6% slower, while the unchanged row-major kernel
@@ -1603,3 +1605,46 @@ def test_the_full_bench_on_an_h100_after_the_four_stages() -> None:
     assert data["path_choice"]["wgmma_min_m_recommended"] == 33
     m16, copy16 = us("fused_mma_tiled", 5120, 16)
     assert copy16 / m16 >= 0.70
+
+
+SCALE_WORD_PROBE_RUN = "ring-stream-probe-scale-word-h100-2026-12-06-c37cbec.json"
+SCALE_WORD_RUN = "wgmma-scale-word-ab-dev-h100-2026-12-06-c37cbec.json"
+
+
+def test_one_scale_word_a_thread_did_not_pay_on_the_h100() -> None:
+    """NOTES (thirtieth session), why benchmarks/experiments/wgmma_scale_word.patch is not merged.
+    The probe: the ring with one aligned 4-byte scale copy a thread (mode 6) took what the
+    library's two copies take (within 2%) on both shapes, and the codes-only ring (mode 1) saves
+    the scale bytes' share of the step (512 of 4608 bytes, 11%) and no more: per byte read it is
+    within 4% of the full ring. The kernel: the 64- and 128-row tiles reading the reordered
+    scales (bits equal to fused_mma's in 340 launches) were within 3.5% of the library either
+    way at M = 33..128 in two runs, as the unchanged row-major control was, and no faster on
+    average."""
+    probe = _experiment(SCALE_WORD_PROBE_RUN)
+    assert probe["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and "6" in probe["modes"]
+
+    def us(n: int, mode: int) -> float:
+        key = (n, mode, 4, "two", 3 if n == 17408 else 6)
+        rows = probe["rows"]
+        return next(r["us"] for r in rows if (r["n"], r["mode"], r["ring"], r["occupancy"], r["splits"]) == key)
+
+    for n in (17408, 5120):
+        assert abs(us(n, 6) / us(n, 0) - 1) < 0.02, n
+        assert abs(us(n, 1) / us(n, 0) - 4096 / 4608) < 0.04, (n, us(n, 1) / us(n, 0))
+
+    from nvfp4_kernels.tiling import wgmma_call_plan, wgmma_plan
+
+    data = _experiment(SCALE_WORD_RUN)
+    ratios: dict[str, list[float]] = {"tiled": [], "row-major": []}
+    for run in (data, data["repeat_run"]):
+        assert not run["failures"] and run["bits"] and all(b["same_bits"] for b in run["bits"])
+        for row in run["rows"]:
+            m = row["m"]
+            plan = wgmma_call_plan(row["n"], row["k"], m) if m <= 64 else wgmma_plan(row["n"], row["k"], 132)
+            variant = "64x1 stages 4 ring 4" if m <= 64 else "128x1 stages 4 ring 4"
+            for layout, library in (("tiled", row["fused_wgmma_library_us"]),
+                                    ("row-major", row["fused_wgmma_library_row_major_us"])):
+                ratio = _dev_variant_us(row, f"{layout} {variant}", plan) / library
+                assert abs(ratio - 1) < 0.035, (layout, row["n"], m, ratio)
+                ratios[layout].append(ratio)
+    assert len(ratios["tiled"]) == 20 and statistics.mean(ratios["tiled"]) > 0.985, statistics.mean(ratios["tiled"])

@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ws_dev"))
 try:
-    from mma_order_dev import mma_k_order, permute_act, scale_word_order
+    from mma_order_dev import mma_k_order, permute_act
 finally:
     sys.path.pop(0)
 
@@ -136,27 +136,3 @@ def test_permute_act_takes_torch_as_numpy() -> None:
     values = np.arange(2 * 256, dtype=np.float32).reshape(2, 256)
     assert np.array_equal(permute_act(torch.from_numpy(values)).numpy(), permute_act(values))
     assert np.array_equal(permute_act(values)[:, :128], values[:, mma_k_order()])
-
-
-def test_the_dev_scale_word_layout_gives_each_thread_its_four_bytes_in_one_word() -> None:
-    """fused_wgmma.cu's dev scale layout (NVFP4_WGMMA_SCALE_WORD, thirtieth session): thread
-    (warp w, lane 4 g + t) of a warpgroup reads the 4-byte word at 128 w + 4 lane of a 64-row
-    tile's step and takes its low half as row 16 w + g's scale bytes 2 t, 2 t + 1 and its high half
-    as row 16 w + g + 8's, the bytes the library's two 16-bit reads take from the tiled layout.
-    scale_word_order must put them there, in every piece, and move every byte exactly once."""
-    torch = pytest.importorskip("torch")
-    tiles, steps = 3, 2
-    tiled = torch.randint(0, 256, (tiles, steps, 64, 8), dtype=torch.uint8)
-    words = scale_word_order(tiled)
-    assert words.shape == tiled.shape
-    assert torch.equal(words.flatten().sort().values, tiled.flatten().sort().values)
-    flat = words.reshape(tiles, steps, 512)
-    for tile in range(tiles):
-        for step in range(steps):
-            for warp in range(4):
-                for lane in range(32):
-                    g, t = lane // 4, lane % 4
-                    word = flat[tile, step, 128 * warp + 4 * lane: 128 * warp + 4 * lane + 4].tolist()
-                    row0, row1 = 16 * warp + g, 16 * warp + g + 8
-                    assert word[:2] == tiled[tile, step, row0, 2 * t: 2 * t + 2].tolist()
-                    assert word[2:] == tiled[tile, step, row1, 2 * t: 2 * t + 2].tolist()

@@ -65,17 +65,6 @@ namespace {
 #ifndef NVFP4_WGMMA_ABLATE
 #define NVFP4_WGMMA_ABLATE 0
 #endif
-// Dev scale layout (ra_dev.py --scale-word builds the dev library with it; the library's build
-// never defines it): a registered weight's 512 scale bytes of a 64-row tile and step reordered so
-// that byte (row 16 w + 8 h + g, block 2 t + j) sits at 128 w + 16 g + 4 t + 2 h + j. A thread then
-// copies its four scale bytes of a step (rows g and g + 8, blocks 2 t and 2 t + 1) as one aligned
-// word, a warp's 32 copies one contiguous 128-byte run, where the library's ring copies two
-// 4-byte words a thread from 64-byte runs (thirtieth session: the stream probe without scale
-// copies ran 6-12% faster). scripts/ws_dev/mma_order_dev.py --scale-word reorders the scales it
-// passes to the dev launches so.
-#ifndef NVFP4_WGMMA_SCALE_WORD
-#define NVFP4_WGMMA_SCALE_WORD 0
-#endif
 constexpr int kAblateDecode = 1, kAblateMma = 2, kAblateLoads = 4, kAblateActStream = 8, kAblateEpilogue = 16,
               kAblatePermute = 32;
 __host__ __device__ constexpr bool ablated(int bit) { return (NVFP4_WGMMA_ABLATE & bit) != 0; }
@@ -238,26 +227,6 @@ struct ThreadRing {
     w0 = hopper::lds128(ring + 16 * i), w1 = hopper::lds128(ring + 16 * (kSlots + i));
     c0 = hopper::lds16(scale), c1 = hopper::lds16(scale + 4);
   }
-  // The dev scale layout's forms (NVFP4_WGMMA_SCALE_WORD): qw is the thread's aligned scale word
-  // (rows g and g + 8, blocks 2 t and 2 t + 1), copied and read as one 4-byte word, row 0's two
-  // bytes low. Beside copy and read, not folded into them, so that the library's SASS stays as it was.
-  static __device__ __forceinline__ void copy_word(uint32_t ring, int s, int steps, int tid, const uint4* p0,
-                                                   const uint4* p1, const uint32_t* qw, bool ok0, bool ok1) {
-    if (s < steps) {
-      const uint32_t i = slot(s, tid);
-      cp_async16(ring + 16 * i, p0, ok0);
-      cp_async16(ring + 16 * (kSlots + i), p1, ok1);
-      cp_async4(ring + 32 * kSlots + 8 * i, qw, ok0);
-    }
-    cp_async_commit();
-  }
-  static __device__ __forceinline__ void read_word(uint32_t ring, int s, int tid, uint4& w0, uint4& w1,
-                                                   unsigned short& c0, unsigned short& c1) {
-    const uint32_t i = slot(s, tid);
-    w0 = hopper::lds128(ring + 16 * i), w1 = hopper::lds128(ring + 16 * (kSlots + i));
-    const uint32_t v = hopper::lds32(ring + 32 * kSlots + 8 * i);
-    c0 = static_cast<unsigned short>(v & 0xFFFFu), c1 = static_cast<unsigned short>(v >> 16);
-  }
 };
 
 // RELAYOUT = false: the contract's row-major weights. RELAYOUT = true: a registered weight's
@@ -374,11 +343,6 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   constexpr int kScaleStep = (RELAYOUT ? 512 : 8) / 2;           // in 16-bit pairs a step
   const uint4 *p0 = packed_at(ok0 ? row0 : 0), *p1 = packed_at(ok1 ? row1 : 0);
   const unsigned short *q0 = scales_at(ok0 ? row0 : 0), *q1 = scales_at(ok1 ? row1 : 0);
-  // the dev scale layout (NVFP4_WGMMA_SCALE_WORD; ring kernels on a registered weight only): the
-  // thread's word of rows row0 and row1, a step every 128 words
-  constexpr bool kScaleWord = NVFP4_WGMMA_SCALE_WORD && RELAYOUT && RING > 0;
-  const uint32_t* qw = reinterpret_cast<const uint32_t*>(
-      scales + (static_cast<int64_t>((ok0 ? row0 : 0) >> 6) * total_steps + step0) * 512 + warp * 128 + lane * 4);
   uint4 w0, w1;               // the step's bytes of rows 0 and 1
   unsigned short c0, c1;      // their scale bytes (the lane's 2)
   auto load_raw = [&](int s_load) {
@@ -405,13 +369,8 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
   const uint32_t ring = act_empty + 8 * STAGES;  // RING: the ring follows the barriers
   if constexpr (RING > 0) {
     for (int i = 0; i < RING; ++i) {
-      if constexpr (kScaleWord) {
-        ThreadRing<RING>::copy_word(ring, i, steps, tid, p0 + kPackedStep * i, p1 + kPackedStep * i, qw + 128 * i, ok0,
-                                    ok1);
-      } else {
-        ThreadRing<RING>::copy(ring, i, steps, tid, t, p0 + kPackedStep * i, p1 + kPackedStep * i,
-                               q0 + kScaleStep * i, q1 + kScaleStep * i, ok0, ok1);
-      }
+      ThreadRing<RING>::copy(ring, i, steps, tid, t, p0 + kPackedStep * i, p1 + kPackedStep * i, q0 + kScaleStep * i,
+                             q1 + kScaleStep * i, ok0, ok1);
     }
   }
   // half h of the step: words 2 h, 2 h + 1 of both rows (the lane's codes 16 h .. 16 h + 15 of
@@ -449,11 +408,7 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     if constexpr (RING > 0) {
       cp_async_wait<RING - 1>();  // this thread's step s has landed (one group a step)
-      if constexpr (kScaleWord) {
-        ThreadRing<RING>::read_word(ring, s, tid, w0, w1, c0, c1);
-      } else {
-        ThreadRing<RING>::read(ring, s, tid, t, w0, w1, c0, c1);
-      }
+      ThreadRing<RING>::read(ring, s, tid, t, w0, w1, c0, c1);
     }
     decode_half(0, a_lo);
     if constexpr (!STAGED) {
@@ -486,13 +441,8 @@ nvfp4_fused_wgmma_kernel(const uint8_t* __restrict__ packed, const uint8_t* __re
     }
     if constexpr (RING > 0) {  // into step s's slot, whose bytes are in registers (decoded) now
       const int next = s + RING;
-      if constexpr (kScaleWord) {
-        ThreadRing<RING>::copy_word(ring, next, steps, tid, p0 + kPackedStep * next, p1 + kPackedStep * next,
-                                    qw + 128 * next, ok0, ok1);
-      } else {
-        ThreadRing<RING>::copy(ring, next, steps, tid, t, p0 + kPackedStep * next, p1 + kPackedStep * next,
-                               q0 + kScaleStep * next, q1 + kScaleStep * next, ok0, ok1);
-      }
+      ThreadRing<RING>::copy(ring, next, steps, tid, t, p0 + kPackedStep * next, p1 + kPackedStep * next,
+                             q0 + kScaleStep * next, q1 + kScaleStep * next, ok0, ok1);
     }
     wgmma_fence();
     if constexpr (ablated(kAblateMma)) {

@@ -32,7 +32,6 @@ What it checks, then times (L2 flushed, medians of 21, references in the same ru
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 from pathlib import Path
@@ -93,16 +92,6 @@ def plans_for(n: int, k: int, slots: int, m: int) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def scale_word_order(scales_tiles):
-    """A registered weight's tiled scales (layout.tile_weights: [tiles, steps, 64, 8]) in the dev
-    scale layout of fused_wgmma.cu's NVFP4_WGMMA_SCALE_WORD: byte (row 16 w + 8 h + g, block
-    2 t + j) of a piece moves to 128 w + 16 g + 4 t + 2 h + j, so that a thread's four bytes of a
-    step are one aligned word."""
-    tiles, steps = scales_tiles.shape[:2]
-    pieces = scales_tiles.reshape(tiles, steps, 4, 2, 8, 4, 2)  # (w, h, g, t, j)
-    return pieces.permute(0, 1, 2, 4, 5, 3, 6).contiguous().reshape(tiles, steps, 64, 8)
-
-
 def mma_k_order() -> np.ndarray:
     """[128] -> natural K offset in a step of the value at each position of the permuted step:
     position 16 j + c (k16 MMA j, its column c) holds K = 32 (c % 8 // 2) + 4 j + 2 (c // 8) + c % 2,
@@ -132,9 +121,6 @@ def main() -> int:
     parser.add_argument("--variants", default="",
                         help="comma-separated variant names (variant_name, e.g. 'tiled 64x2 ring 4') to check "
                              "and time; all of VARIANTS by default")
-    parser.add_argument("--scale-word", action="store_true",
-                        help="time the dev library built with NVFP4_WGMMA_SCALE_WORD (ra_dev.py --scale-word): "
-                             "its registered ring variants get the reordered scales (scale_word_order)")
     parser.add_argument("--bits-ms", default="",
                         help="comma-separated M of the bit checks (default 1,5,16,17,33,64,129,200,256; "
                              "1,5,17,64 with --quick)")
@@ -155,13 +141,7 @@ def main() -> int:
     import ws_dev
 
     dev = "cuda"
-    lib = (ra_dev.bind(ctypes.CDLL(str(ra_dev.SCALE_WORD_LIBRARY))) if args.scale_word
-           else ra_dev.library(out_dir))
-
-    def dev_scales(variant: tuple, st):
-        """The tiled scales a dev launch of ``variant`` reads: reordered for a registered ring variant
-        of the scale-word build."""
-        return scale_word_order(st) if args.scale_word and variant[0] and variant[5] > 0 else st
+    lib = ra_dev.library(out_dir)
     work = {"buf": torch.empty(1, dtype=torch.float32, device=dev),
             "act": torch.empty(8, dtype=torch.uint8, device=dev)}
 
@@ -241,8 +221,7 @@ def main() -> int:
                         if m > variant[1]:
                             continue
                         got = torch.full((m, n), float("nan"), dtype=dtype, device=dev)
-                        launch(a, pt if variant[0] else p, dev_scales(variant, st) if variant[0] else s, g, bias, got,
-                               plan, variant)
+                        launch(a, pt if variant[0] else p, st if variant[0] else s, g, bias, got, plan, variant)
                         same = bool(torch.equal(got.view(torch.int16), want.view(torch.int16)))
                         report["bits"].append({"dtype": str(dtype), "n": n, "k": k, "m": m, "plan": list(plan),
                                                "bias": bias is not None, "scales": kind, "g": float(g.item()),
@@ -279,7 +258,7 @@ def main() -> int:
             for variant in variants:
                 if m > variant[1]:
                     continue
-                pw, sw = (pt, dev_scales(variant, st)) if variant[0] else (p, s)
+                pw, sw = (pt, st) if variant[0] else (p, s)
                 name = variant_name(variant)
                 plans = ([wgmma_plan(n, k, SMS * variant[2])] if args.quick
                          else plans_for(n, k, SMS * variant[2], m))

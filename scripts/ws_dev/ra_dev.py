@@ -8,10 +8,6 @@ which loads it on the H200. nvcc runs here, on the CPU machine; a device call ca
     python scripts/ws_dev/ra_dev.py --out DIR --prebuild --ablations
         (also kernels/_build/ws/ra/libra-ablate-N.so for each N of ABLATIONS: the kernel built with
         -DNVFP4_WGMMA_ABLATE=N, which scripts/ws_dev/ablate_dev.py times)
-    python scripts/ws_dev/ra_dev.py --out DIR --prebuild --scale-word
-        (also kernels/_build/ws/ra/libra-scale-word.so: the kernel built with
-        -DNVFP4_WGMMA_SCALE_WORD=1, whose ring kernels on a registered weight read the reordered
-        scale layout, for mma_order_dev.py --scale-word)
 
 This script used to measure the natural-order kernel on its fragment-ordered weight layout as well
 (thirteenth to fifteenth sessions, benchmarks/NOTES.md); that kernel form is retired and the
@@ -46,9 +42,6 @@ ABLATIONS: dict[int, str] = {1: "loads + MMA (no decode)", 2: "loads + decode (n
 def ablation_library(n: int) -> Path:
     """Where the build with NVFP4_WGMMA_ABLATE=n goes."""
     return PREBUILT.with_name(f"libra-ablate-{n}.so")
-
-
-SCALE_WORD_LIBRARY = PREBUILT.with_name("libra-scale-word.so")
 
 
 def library(out: Path) -> ctypes.CDLL:
@@ -107,8 +100,6 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="folder for ptxas's register report")
     parser.add_argument("--prebuild", action="store_true", help="build the library (the only action)")
     parser.add_argument("--ablations", action="store_true", help="also build each ablation of ABLATIONS")
-    parser.add_argument("--scale-word", action="store_true",
-                        help="also build the dev library with fused_wgmma.cu's NVFP4_WGMMA_SCALE_WORD")
     args = parser.parse_args()
     if not args.prebuild:
         parser.error("nothing to do: pass --prebuild (the measurements are scripts/ws_dev/mma_order_dev.py's "
@@ -119,8 +110,6 @@ def main() -> int:
     if args.ablations:
         for n in ABLATIONS:
             print("built", build(out, (f"-DNVFP4_WGMMA_ABLATE={n}",), ablation_library(n)))
-    if args.scale_word:
-        print("built", build(out, ("-DNVFP4_WGMMA_SCALE_WORD=1",), SCALE_WORD_LIBRARY))
     return 0
 
 
