@@ -24,6 +24,10 @@
 //   6  mode 0 with one 4-byte scale copy a thread instead of two: the scale layout a registered
 //      weight could take (a thread's scale bytes of its two rows in one aligned word, so a warp's
 //      copies are one contiguous 128-byte run of the step's 512), thirtieth session
+//   7  mode 0 over a balanced grid (thirtieth session): per_split is a count of (128-row tile,
+//      step) units, and block b reads units b per_split .. (b + 1) per_split - 1 in tile-major
+//      order (a run may cross from one tile into the next), so a grid of two blocks an SM gives
+//      every block the same number of steps, where the split grids leave part of a wave empty
 // and a grid-stride read of the same bytes (the read floor). Each thread XORs what it reads; the
 // result is stored only when `flag` is set (never, at run time), so no load is dead.
 #include <cuda_runtime.h>
@@ -91,7 +95,9 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
   const int wg = tid >> 7, ct = tid & 127, warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
   const int tile = static_cast<int>(blockIdx.x) % plan.tiles, split = static_cast<int>(blockIdx.x) / plan.tiles;
   const int step0 = split * plan.per_split;
-  const int steps = max(0, min(step0 + plan.per_split, plan.total_steps) - step0);
+  const int unit0 = static_cast<int>(blockIdx.x) * plan.per_split, units = plan.tiles * plan.total_steps;  // mode 7
+  const int steps = MODE == 7 ? max(0, min(plan.per_split, units - unit0))
+                              : max(0, min(step0 + plan.per_split, plan.total_steps) - step0);
   const int64_t piece0 = static_cast<int64_t>(2 * tile + wg) * plan.total_steps + step0;  // this warpgroup's tile
   const int row = 16 * warp + g;                                                           // and rows row, row + 8
   const uint8_t* c0 = codes + piece0 * kCodeBytes + row * 64 + t * 16;
@@ -99,20 +105,30 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
   const uint8_t* s6 = scales + piece0 * kScaleBytes + warp * 128 + lane * 4;  // mode 6's word
   uint32_t acc = 0;
   constexpr bool kHandshake = MODE == 4 || MODE == 5, kProducerWarp = MODE == 5;
-  if constexpr (MODE == 0 || MODE == 1 || MODE == 6 || kHandshake) {
+  if constexpr (MODE == 0 || MODE == 1 || MODE == 6 || MODE == 7 || kHandshake) {
     constexpr int kSlotBytes = 40;  // 2 x 16 code bytes, 2 x 4 scale bytes
     const uint32_t ring = smem_u32(smem);
     auto slot = [&](int s) { return ring + ((s % RING) * kThreads + tid) * 16; };
     auto scale_slot = [&](int s) { return ring + RING * kThreads * 32 + ((s % RING) * kThreads + tid) * 8; };
+    // mode 7: step s is unit unit0 + s, piece (2 tile + wg) total_steps + step of that unit's tile
+    auto piece_offset = [&](int s) -> int64_t {
+      if constexpr (MODE == 7) {
+        const int u = unit0 + s, tl = u / plan.total_steps;
+        return (static_cast<int64_t>(2 * tl + wg) * plan.total_steps + (u - tl * plan.total_steps)) - piece0;
+      } else {
+        return s;
+      }
+    };
     auto copy = [&](int s) {
       if (s < steps) {
-        cp_async16(slot(s), c0 + s * kCodeBytes);
-        cp_async16(slot(s) + RING * kThreads * 16, c0 + s * kCodeBytes + 8 * 64);
+        const int64_t off = piece_offset(s);
+        cp_async16(slot(s), c0 + off * kCodeBytes);
+        cp_async16(slot(s) + RING * kThreads * 16, c0 + off * kCodeBytes + 8 * 64);
         if (MODE == 6) {
           cp_async4(scale_slot(s), s6 + s * kScaleBytes);
         } else if (MODE != 1) {
-          cp_async4(scale_slot(s), s0 + s * kScaleBytes);
-          cp_async4(scale_slot(s) + 4, s0 + s * kScaleBytes + 8 * 8);
+          cp_async4(scale_slot(s), s0 + off * kScaleBytes);
+          cp_async4(scale_slot(s) + 4, s0 + off * kScaleBytes + 8 * 8);
         }
       }
       cp_async_commit();
@@ -273,7 +289,7 @@ int launch_ring(int ring, const void* codes, const void* scales, const void* act
 // The shared memory a mode's ring needs (the caller may ask for more, to hold the blocks an SM
 // down to the library's two).
 extern "C" int ring_probe_min_smem(int mode, int ring) {
-  if (mode == 0 || mode == 1 || mode == 6) return ring * kThreads * 40;
+  if (mode == 0 || mode == 1 || mode == 6 || mode == 7) return ring * kThreads * 40;
   if (mode == 2) return 0;
   if (mode == 3) return ring * (2 * kCodeBytes + 2 * kScaleBytes) + 16 * ring + 1024;
   if (mode == 4 || mode == 5) return ring * kThreads * 40 + 1024 + kActStages * (kActStepBytes + 16) + 1024;
@@ -281,13 +297,15 @@ extern "C" int ring_probe_min_smem(int mode, int ring) {
 }
 
 // One launch of `mode` with a ring of `ring` steps over `tiles` 128-row tiles of `total_steps`
-// steps, split into ceil(total_steps / per_split) ranges: tiles x splits blocks. `act`: mode 4's
+// steps, split into ceil(total_steps / per_split) ranges: tiles x splits blocks (mode 7: runs of
+// per_split (tile, step) units, ceil(tiles total_steps / per_split) blocks). `act`: mode 4's
 // activation steps (total_steps x 16 KB; unused by the other modes).
 extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const void* scales, const void* act,
                                  int total_steps, int tiles, int per_split, int smem, void* sink, void* stream) {
   if (per_split < 1 || tiles < 1 || total_steps < 1) return -3;
   const Plan plan{total_steps, tiles, per_split};
-  const int blocks = tiles * ((total_steps + per_split - 1) / per_split);
+  const int blocks = mode == 7 ? (tiles * total_steps + per_split - 1) / per_split
+                                : tiles * ((total_steps + per_split - 1) / per_split);
   const auto s = static_cast<cudaStream_t>(stream);
   auto* out = static_cast<uint32_t*>(sink);
   switch (mode) {
@@ -298,6 +316,7 @@ extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const vo
     case 4: return launch_ring<4>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 5: return launch_ring<5>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 6: return launch_ring<6>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 7: return launch_ring<7>(ring, codes, scales, act, plan, blocks, smem, out, s);
     default: return -1;
   }
 }

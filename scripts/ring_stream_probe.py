@@ -4,7 +4,8 @@ streams its weights at about 1.55-1.7x the copy of the same bytes even with noth
 multiplied or stored, at any depth of its ring. scripts/ring_stream_probe.cu reads the same
 tile-contiguous bytes over the same grids (a block of 256 threads per 128-row tile and K split)
 by four loading schemes, the library's scheme inside the tile's activation handshake (mode 4;
-mode 5 with a producer warp) and with one scale copy a thread (mode 6, thirtieth session),
+mode 5 with a producer warp), with one scale copy a thread (mode 6) and over a grid of two blocks
+an SM with equal runs of (tile, step) units (mode 7; both thirtieth session),
 beside a grid-stride read of the bytes (the read floor) and the bench's copy of them (the
 ceiling), each timed as the bench times a call: the L2 flushed by a 256 MB write before each
 run, CUDA events, median of 21.
@@ -37,6 +38,7 @@ MODES = {
     4: "library ring inside the 64-row tile's activation handshake",
     5: "mode 4 with a producer warp for the activations",
     6: "library ring with one 4-byte scale copy a thread (a warp's 128 scale bytes contiguous)",
+    7: "library ring over a balanced grid (two blocks an SM, equal runs of tile-major units)",
 }
 #: (n, k) -> the K splits timed; 17408 x 5120 has 136 tiles of 40 steps, 5120 x 17408 40 of 136
 SHAPES = {(17408, 5120): (1, 2, 3, 4, 5), (5120, 17408): (3, 6, 7, 9)}
@@ -105,9 +107,14 @@ def main() -> int:
             f"({copy_us / floor_us:.0%} of copy)"
         )
         for splits in (LIBRARY_SPLITS[(n, k)],) if args.quick else split_counts:
-            per_split = -(-total_steps // splits)
-            blocks = tiles * -(-total_steps // per_split)
             for mode in MODES:
+                if mode == 7 and splits != LIBRARY_SPLITS[(n, k)]:
+                    continue  # one balanced grid a shape, filed under the library's split
+                per_split = -(-total_steps // splits)
+                blocks = tiles * -(-total_steps // per_split)
+                if mode == 7:  # units a block, for 2 x SMs blocks
+                    per_split = -(-(tiles * total_steps) // (2 * sms))
+                    blocks = -(-(tiles * total_steps) // per_split)
                 for ring in (4, 8) if args.quick else RINGS:
                     for occupancy in ("two",) if args.quick else ("two", "free"):
                         if occupancy == "free" and splits != LIBRARY_SPLITS[(n, k)]:
