@@ -28,6 +28,10 @@
 //      step) units, and block b reads units b per_split .. (b + 1) per_split - 1 in tile-major
 //      order (a run may cross from one tile into the next), so a grid of two blocks an SM gives
 //      every block the same number of steps, where the split grids leave part of a wave empty
+//   8  mode 0 on a step-major layout (thirtieth session): piece (step, 64-row tile) at
+//      step x (2 tiles) + tile instead of tile x total_steps + step, so the blocks, which walk
+//      their steps together, read neighbouring 4 KB pieces at any moment (as the grid-stride
+//      read does) instead of pieces total_steps x 4 KB apart
 // and a grid-stride read of the same bytes (the read floor). Each thread XORs what it reads; the
 // result is stored only when `flag` is set (never, at run time), so no load is dead.
 #include <cuda_runtime.h>
@@ -105,16 +109,18 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
   const uint8_t* s6 = scales + piece0 * kScaleBytes + warp * 128 + lane * 4;  // mode 6's word
   uint32_t acc = 0;
   constexpr bool kHandshake = MODE == 4 || MODE == 5, kProducerWarp = MODE == 5;
-  if constexpr (MODE == 0 || MODE == 1 || MODE == 6 || MODE == 7 || kHandshake) {
+  if constexpr (MODE == 0 || MODE == 1 || MODE == 6 || MODE == 7 || MODE == 8 || kHandshake) {
     constexpr int kSlotBytes = 40;  // 2 x 16 code bytes, 2 x 4 scale bytes
     const uint32_t ring = smem_u32(smem);
     auto slot = [&](int s) { return ring + ((s % RING) * kThreads + tid) * 16; };
     auto scale_slot = [&](int s) { return ring + RING * kThreads * 32 + ((s % RING) * kThreads + tid) * 8; };
-    // mode 7: step s is unit unit0 + s, piece (2 tile + wg) total_steps + step of that unit's tile
+    // the piece of step s, from piece0: mode 7's unit unit0 + s in its tile, mode 8's step-major piece
     auto piece_offset = [&](int s) -> int64_t {
       if constexpr (MODE == 7) {
         const int u = unit0 + s, tl = u / plan.total_steps;
         return (static_cast<int64_t>(2 * tl + wg) * plan.total_steps + (u - tl * plan.total_steps)) - piece0;
+      } else if constexpr (MODE == 8) {
+        return static_cast<int64_t>(step0 + s) * (2 * plan.tiles) + (2 * tile + wg) - piece0;
       } else {
         return s;
       }
@@ -289,7 +295,7 @@ int launch_ring(int ring, const void* codes, const void* scales, const void* act
 // The shared memory a mode's ring needs (the caller may ask for more, to hold the blocks an SM
 // down to the library's two).
 extern "C" int ring_probe_min_smem(int mode, int ring) {
-  if (mode == 0 || mode == 1 || mode == 6 || mode == 7) return ring * kThreads * 40;
+  if (mode == 0 || mode == 1 || mode == 6 || mode == 7 || mode == 8) return ring * kThreads * 40;
   if (mode == 2) return 0;
   if (mode == 3) return ring * (2 * kCodeBytes + 2 * kScaleBytes) + 16 * ring + 1024;
   if (mode == 4 || mode == 5) return ring * kThreads * 40 + 1024 + kActStages * (kActStepBytes + 16) + 1024;
@@ -317,6 +323,7 @@ extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const vo
     case 5: return launch_ring<5>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 6: return launch_ring<6>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 7: return launch_ring<7>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 8: return launch_ring<8>(ring, codes, scales, act, plan, blocks, smem, out, s);
     default: return -1;
   }
 }

@@ -5,7 +5,8 @@ multiplied or stored, at any depth of its ring. scripts/ring_stream_probe.cu rea
 tile-contiguous bytes over the same grids (a block of 256 threads per 128-row tile and K split)
 by four loading schemes, the library's scheme inside the tile's activation handshake (mode 4;
 mode 5 with a producer warp), with one scale copy a thread (mode 6) and over a grid of two blocks
-an SM with equal runs of (tile, step) units (mode 7; both thirtieth session),
+an SM with equal runs of (tile, step) units (mode 7) and on a step-major layout (mode 8; all
+three thirtieth session),
 beside a grid-stride read of the bytes (the read floor) and the bench's copy of them (the
 ceiling), each timed as the bench times a call: the L2 flushed by a 256 MB write before each
 run, CUDA events, median of 21.
@@ -39,6 +40,7 @@ MODES = {
     5: "mode 4 with a producer warp for the activations",
     6: "library ring with one 4-byte scale copy a thread (a warp's 128 scale bytes contiguous)",
     7: "library ring over a balanced grid (two blocks an SM, equal runs of tile-major units)",
+    8: "library ring on a step-major layout (the blocks read neighbouring pieces at each step)",
 }
 #: (n, k) -> the K splits timed; 17408 x 5120 has 136 tiles of 40 steps, 5120 x 17408 40 of 136
 SHAPES = {(17408, 5120): (1, 2, 3, 4, 5), (5120, 17408): (3, 6, 7, 9)}
