@@ -1648,3 +1648,33 @@ def test_one_scale_word_a_thread_did_not_pay_on_the_h100() -> None:
                 assert abs(ratio - 1) < 0.035, (layout, row["n"], m, ratio)
                 ratios[layout].append(ratio)
     assert len(ratios["tiled"]) == 20 and statistics.mean(ratios["tiled"]) > 0.985, statistics.mean(ratios["tiled"])
+
+
+GRID_AND_ORDER_PROBE_RUN = "ring-stream-probe-grid-and-order-h100-2026-12-06-37f2f47.json"
+
+
+def test_neither_a_balanced_grid_nor_a_step_major_order_speeds_the_ring_on_the_h100() -> None:
+    """NOTES (thirtieth session): the library's ring streams the registered weight at 1.2-1.3x the
+    copy, where a grid-stride read of the same bytes takes 1.05-1.1x. Over a balanced grid (mode 7:
+    two blocks an SM, each the same run of tile-major (tile, step) units) and on a step-major piece
+    order (mode 8: the blocks read neighbouring pieces at each step) it took the same time to
+    within 2.5% at the library's ring of 4 on both shapes, in four runs (two for mode 8), and at a
+    ring of 8 at most 5% less (the balanced grid on 17408 x 5120): the gap to the read is neither
+    the split grids' part-empty waves nor the pieces' spacing in memory."""
+    data = _experiment(GRID_AND_ORDER_PROBE_RUN)
+    runs = [data, data["repeat_run"], *data["balanced_grid_runs"]]
+    assert all(run["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" for run in runs)
+    checked = 0
+    for run in runs:
+        for n in (17408, 5120):
+            for ring in (4, 8):
+                cells = {r["mode"]: r for r in run["rows"] if (r["n"], r["ring"], r["occupancy"]) == (n, ring, "two")}
+                ring0 = cells[0]
+                assert ring0["us"] > 1.1 * ring0["read_floor_us"] and ring0["x_copy"] > 1.18, (n, ring)
+                assert cells[7]["blocks"] == 260 != ring0["blocks"]
+                for mode in (7, 8):
+                    if mode in cells:
+                        bound = 0.025 if ring == 4 else 0.05
+                        assert abs(cells[mode]["us"] / ring0["us"] - 1) < bound, (n, ring, mode)
+                        checked += 1
+    assert checked == 2 * 2 * (2 * 2 + 2)
