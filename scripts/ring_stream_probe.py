@@ -6,10 +6,10 @@ tile-contiguous bytes over the same grids (a block of 256 threads per 128-row ti
 by four loading schemes, the library's scheme inside the tile's activation handshake (mode 4;
 mode 5 with a producer warp), with one scale copy a thread (mode 6) and over a grid of two blocks
 an SM with equal runs of (tile, step) units (mode 7) and on a step-major layout (mode 8; all
-three thirtieth session),
-beside a grid-stride read of the bytes (the read floor) and the bench's copy of them (the
-ceiling), each timed as the bench times a call: the L2 flushed by a 256 MB write before each
-run, CUDA events, median of 21.
+three thirtieth session), beside a grid-stride read of the bytes (the read floor), the same
+read in one contiguous chunk a block (separate sequential streams, as the ring's blocks read)
+and the bench's copy of them (the ceiling), each timed as the bench times a call: the L2
+flushed by a 256 MB write before each run, CUDA events, median of 21.
 
     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC \\
         -o kernels/_build/probe/libringprobe.so scripts/ring_stream_probe.cu       # here
@@ -62,6 +62,7 @@ def main() -> int:
     lib.ring_probe_launch.argtypes = [i32, i32, vp, vp, vp, i32, i32, i32, i32, vp, vp]
     lib.ring_probe_min_smem.argtypes = [i32, i32]
     lib.ring_probe_read_floor.argtypes = [vp, ctypes.c_longlong, i32, vp, vp]
+    lib.ring_probe_read_chunks.argtypes = [vp, ctypes.c_longlong, i32, vp, vp]
     from nvfp4_harness.nvfp4.bench_metrics import copy_ceiling_half
 
     dev = torch.device("cuda")
@@ -96,6 +97,18 @@ def main() -> int:
             ),
             flush,
         )
+        # the same loads as the floor, each block reading only its own contiguous chunk (two and
+        # eight blocks an SM): separate sequential streams, as the ring's blocks read
+        chunks_us = {
+            blocks_per_sm: timed(
+                lambda b=blocks_per_sm: check(
+                    lib.ring_probe_read_chunks(both.data_ptr(), both.numel(), b * sms, sink.data_ptr(), stream),
+                    "chunks",
+                ),
+                flush,
+            )
+            for blocks_per_sm in (2, 8)
+        }
         base = {
             "n": n,
             "k": k,
@@ -103,10 +116,12 @@ def main() -> int:
             "copy_us": copy_us,
             "copied_bytes": 2 * half,
             "read_floor_us": floor_us,
+            "chunked_read_us": {str(b): us for b, us in chunks_us.items()},
         }
         print(
             f"{n}x{k}: {nbytes / 1e6:.1f} MB, copy {copy_us:.2f} us, read floor {floor_us:.2f} us "
-            f"({copy_us / floor_us:.0%} of copy)"
+            f"({copy_us / floor_us:.0%} of copy); chunked read, 2 / 8 blocks an SM: {chunks_us[2]:.2f} / "
+            f"{chunks_us[8]:.2f} us"
         )
         for splits in (LIBRARY_SPLITS[(n, k)],) if args.quick else split_counts:
             for mode in MODES:

@@ -284,7 +284,7 @@ def test_the_fused_kernel_sums_the_splits_of_single_row_calls_in_its_launch() ->
 def test_the_weight_stream_probe_builds_against_the_kernel_headers(tmp_path: Path) -> None:
     """scripts/ring_stream_probe.cu (the twenty-ninth session's weight-stream probe,
     benchmarks/NOTES.md) uses kernels/cuda/hopper_async.cuh's barriers and bulk copies; a change
-    there must not leave it unbuildable. Its driver's three entries are exported, and the shared
+    there must not leave it unbuildable. Its driver's four entries are exported, and the shared
     memory each mode asks for is what its layout needs: the ring's 40 bytes a thread a step, the
     bulk stages of 9 KB a step, nothing for the register prefetch, modes 4 and 5's ring plus
     three 16 KB activation stages, and modes 6 to 8's ring (one scale word a thread in the same
@@ -296,7 +296,8 @@ def test_the_weight_stream_probe_builds_against_the_kernel_headers(tmp_path: Pat
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     lib = ctypes.CDLL(str(out))
-    assert all(hasattr(lib, name) for name in ("ring_probe_launch", "ring_probe_min_smem", "ring_probe_read_floor"))
+    assert all(hasattr(lib, name) for name in ("ring_probe_launch", "ring_probe_min_smem", "ring_probe_read_floor",
+                                               "ring_probe_read_chunks"))
     smem = {mode: lib.ring_probe_min_smem(mode, 4) for mode in range(10)}
     handshake = 4 * 256 * 40 + 1024 + 3 * (16384 + 16) + 1024
     assert smem == {0: 4 * 256 * 40, 1: 4 * 256 * 40, 2: 0, 3: 4 * 9216 + 64 + 1024, 4: handshake, 5: handshake,
