@@ -32,7 +32,8 @@
 //      step x (2 tiles) + tile instead of tile x total_steps + step, so the blocks, which walk
 //      their steps together, read neighbouring 4 KB pieces at any moment (as the grid-stride
 //      read does) instead of pieces total_steps x 4 KB apart
-// and a grid-stride read of the same bytes (the read floor). Each thread XORs what it reads; the
+// and a grid-stride read of the same bytes (the read floor), and that read in one contiguous chunk
+// a block (ring_probe_read_chunks). Each thread XORs what it reads; the
 // result is stored only when `flag` is set (never, at run time), so no load is dead.
 #include <cuda_runtime.h>
 
