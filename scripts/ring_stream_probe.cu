@@ -252,19 +252,24 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
   if (flag) sink[blockIdx.x * kThreads + tid] = acc;
 }
 
-__global__ void __launch_bounds__(kThreads) read_floor_kernel(const uint4* __restrict__ p, int64_t n16,
-                                                              uint32_t* __restrict__ sink, int flag) {
+// The XOR of the 16-byte words p[i], p[i + stride], ... below `end`, four loads in flight a thread
+__device__ __forceinline__ uint32_t xor_strided(const uint4* __restrict__ p, int64_t i, int64_t end, int64_t stride) {
   uint32_t acc = 0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n16; i += 4 * stride) {
+  for (; i + 3 * stride < end; i += 4 * stride) {
     uint4 v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) v[u] = ldg_stream(p + i + u * stride);
 #pragma unroll
     for (int u = 0; u < 4; ++u) acc ^= xor4(v[u]);
   }
-  for (; i < n16; i += stride) acc ^= xor4(ldg_stream(p + i));
+  for (; i < end; i += stride) acc ^= xor4(ldg_stream(p + i));
+  return acc;
+}
+
+__global__ void __launch_bounds__(kThreads) read_floor_kernel(const uint4* __restrict__ p, int64_t n16,
+                                                              uint32_t* __restrict__ sink, int flag) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const uint32_t acc = xor_strided(p, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, n16, stride);
   if (flag) sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
@@ -274,17 +279,8 @@ __global__ void __launch_bounds__(kThreads) read_floor_kernel(const uint4* __res
 __global__ void __launch_bounds__(kThreads) read_chunks_kernel(const uint4* __restrict__ p, int64_t n16,
                                                                int64_t chunk16, uint32_t* __restrict__ sink,
                                                                int flag) {
-  uint32_t acc = 0;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk16, end = min(begin + chunk16, n16);
-  int64_t i = begin + threadIdx.x;
-  for (; i + 3 * kThreads < end; i += 4 * kThreads) {
-    uint4 v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = ldg_stream(p + i + u * kThreads);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) acc ^= xor4(v[u]);
-  }
-  for (; i < end; i += kThreads) acc ^= xor4(ldg_stream(p + i));
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk16;
+  const uint32_t acc = xor_strided(p, begin + threadIdx.x, min(begin + chunk16, n16), kThreads);
   if (flag) sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
