@@ -32,6 +32,11 @@
 //      step x (2 tiles) + tile instead of tile x total_steps + step, so the blocks, which walk
 //      their steps together, read neighbouring 4 KB pieces at any moment (as the grid-stride
 //      read does) instead of pieces total_steps x 4 KB apart
+//   9  mode 2's register prefetch on the same grid and bytes, but with the chunked read's access
+//      pattern (thirtieth session): thread i loads bytes 16 i .. 16 i + 15 of each of the step's
+//      two 4 KB code pieces (a block instruction reads a whole piece) and threads 0..63 the two
+//      512-byte scale pieces, so each thread's loads are not its rows' but the step's bytes are
+//      the same; RING steps in flight in registers
 // and a grid-stride read of the same bytes (the read floor), and that read in one contiguous chunk
 // a block (ring_probe_read_chunks). Each thread XORs what it reads; the
 // result is stored only when `flag` is set (never, at run time), so no load is dead.
@@ -211,6 +216,34 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
         }
       }
     }
+  } else if constexpr (MODE == 9) {
+    const uint8_t* tile_codes = codes + static_cast<int64_t>(2 * tile) * plan.total_steps * kCodeBytes;
+    const uint8_t* tile_scales = scales + static_cast<int64_t>(2 * tile) * plan.total_steps * kScaleBytes;
+    const int64_t wg_stride = plan.total_steps;  // pieces from one 64-row tile to the next
+    uint4 w[RING][2], sc[RING];
+    auto load = [&](int s, int r) {
+      if (s < steps) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          w[r][h] = ldg_stream(reinterpret_cast<const uint4*>(tile_codes + (h * wg_stride + step0 + s) * kCodeBytes) + tid);
+        }
+        if (tid < 64) {
+          sc[r] = ldg_stream(reinterpret_cast<const uint4*>(
+                                 tile_scales + ((tid >> 5) * wg_stride + step0 + s) * kScaleBytes) + (tid & 31));
+        }
+      }
+    };
+#pragma unroll
+    for (int r = 0; r < RING; ++r) load(r, r);
+    for (int s0i = 0; s0i < steps; s0i += RING) {
+#pragma unroll
+      for (int r = 0; r < RING; ++r) {
+        if (s0i + r < steps) {
+          acc ^= xor4(w[r][0]) ^ xor4(w[r][1]) ^ (tid < 64 ? xor4(sc[r]) : 0u);
+          load(s0i + r + RING, r);
+        }
+      }
+    }
   } else {  // MODE 3: bulk copies into RING stages
     constexpr int kStage = 2 * kCodeBytes + 2 * kScaleBytes;
     const uint32_t base = smem_u32(smem);
@@ -313,7 +346,7 @@ int launch_ring(int ring, const void* codes, const void* scales, const void* act
 // down to the library's two).
 extern "C" int ring_probe_min_smem(int mode, int ring) {
   if (mode == 0 || mode == 1 || mode == 6 || mode == 7 || mode == 8) return ring * kThreads * 40;
-  if (mode == 2) return 0;
+  if (mode == 2 || mode == 9) return 0;
   if (mode == 3) return ring * (2 * kCodeBytes + 2 * kScaleBytes) + 16 * ring + 1024;
   if (mode == 4 || mode == 5) return ring * kThreads * 40 + 1024 + kActStages * (kActStepBytes + 16) + 1024;
   return -1;
@@ -341,6 +374,7 @@ extern "C" int ring_probe_launch(int mode, int ring, const void* codes, const vo
     case 6: return launch_ring<6>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 7: return launch_ring<7>(ring, codes, scales, act, plan, blocks, smem, out, s);
     case 8: return launch_ring<8>(ring, codes, scales, act, plan, blocks, smem, out, s);
+    case 9: return launch_ring<9>(ring, codes, scales, act, plan, blocks, smem, out, s);
     default: return -1;
   }
 }

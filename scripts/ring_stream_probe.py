@@ -1,15 +1,15 @@
 # ruff: noqa: B023  (each timed lambda runs inside the iteration that defines it)
-"""Weight-stream probe (benchmarks/NOTES.md, twenty-ninth session): fused_wgmma's 64-row tile
-streams its weights at about 1.55-1.7x the copy of the same bytes even with nothing decoded,
-multiplied or stored, at any depth of its ring. scripts/ring_stream_probe.cu reads the same
-tile-contiguous bytes over the same grids (a block of 256 threads per 128-row tile and K split)
-by four loading schemes, the library's scheme inside the tile's activation handshake (mode 4;
-mode 5 with a producer warp), with one scale copy a thread (mode 6) and over a grid of two blocks
-an SM with equal runs of (tile, step) units (mode 7) and on a step-major layout (mode 8; all
-three thirtieth session), beside a grid-stride read of the bytes (the read floor), the same
-read in one contiguous chunk a block (separate sequential streams, as the ring's blocks read)
-and the bench's copy of them (the ceiling), each timed as the bench times a call: the L2
-flushed by a 256 MB write before each run, CUDA events, median of 21.
+"""Weight-stream probe (benchmarks/NOTES.md, twenty-ninth session): fused_wgmma's 64-row tile streams
+its weights at about 1.55-1.7x the copy of the same bytes even with nothing decoded, multiplied or
+stored, at any depth of its ring. scripts/ring_stream_probe.cu reads the same tile-contiguous bytes
+over the same grids (a block of 256 threads per 128-row tile and K split) by four loading schemes,
+the library's scheme inside the tile's activation handshake (mode 4; mode 5 with a producer warp),
+with one scale copy a thread (mode 6) and over a grid of two blocks an SM with equal runs of (tile,
+step) units (mode 7), on a step-major layout (mode 8) and by register prefetch in the chunked
+read's pattern (mode 9; all four thirtieth session), beside a grid-stride read of the bytes (the
+read floor), the same read in one contiguous chunk a block (separate sequential streams, as the
+ring's blocks read) and the bench's copy of them (the ceiling), each timed as the bench times a
+call: the L2 flushed by a 256 MB write before each run, CUDA events, median of 21.
 
     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC \\
         -o kernels/_build/probe/libringprobe.so scripts/ring_stream_probe.cu       # here
@@ -41,6 +41,7 @@ MODES = {
     6: "library ring with one 4-byte scale copy a thread (a warp's 128 scale bytes contiguous)",
     7: "library ring over a balanced grid (two blocks an SM, equal runs of tile-major units)",
     8: "library ring on a step-major layout (the blocks read neighbouring pieces at each step)",
+    9: "register prefetch of the same bytes in the chunked read's pattern (a block instruction a piece)",
 }
 #: (n, k) -> the K splits timed; 17408 x 5120 has 136 tiles of 40 steps, 5120 x 17408 40 of 136
 SHAPES = {(17408, 5120): (1, 2, 3, 4, 5), (5120, 17408): (3, 6, 7, 9)}

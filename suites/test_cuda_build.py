@@ -286,9 +286,9 @@ def test_the_weight_stream_probe_builds_against_the_kernel_headers(tmp_path: Pat
     benchmarks/NOTES.md) uses kernels/cuda/hopper_async.cuh's barriers and bulk copies; a change
     there must not leave it unbuildable. Its driver's four entries are exported, and the shared
     memory each mode asks for is what its layout needs: the ring's 40 bytes a thread a step, the
-    bulk stages of 9 KB a step, nothing for the register prefetch, modes 4 and 5's ring plus
-    three 16 KB activation stages, and modes 6 to 8's ring (one scale word a thread in the same
-    slots; the same ring over a balanced grid; on a step-major layout)."""
+    bulk stages of 9 KB a step, nothing for the register prefetch (modes 2 and 9), modes 4 and
+    5's ring plus three 16 KB activation stages, and modes 6 to 8's ring (one scale word a thread
+    in the same slots; the same ring over a balanced grid; on a step-major layout)."""
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "libringprobe.so"
     done = subprocess.run([str(NVCC), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared",
@@ -298,11 +298,11 @@ def test_the_weight_stream_probe_builds_against_the_kernel_headers(tmp_path: Pat
     lib = ctypes.CDLL(str(out))
     assert all(hasattr(lib, name) for name in ("ring_probe_launch", "ring_probe_min_smem", "ring_probe_read_floor",
                                                "ring_probe_read_chunks"))
-    smem = {mode: lib.ring_probe_min_smem(mode, 4) for mode in range(10)}
+    smem = {mode: lib.ring_probe_min_smem(mode, 4) for mode in range(11)}
     handshake = 4 * 256 * 40 + 1024 + 3 * (16384 + 16) + 1024
     assert smem == {0: 4 * 256 * 40, 1: 4 * 256 * 40, 2: 0, 3: 4 * 9216 + 64 + 1024, 4: handshake, 5: handshake,
                     6: 4 * 256 * 40, 7: 4 * 256 * 40,
-                    8: 4 * 256 * 40, 9: -1}, smem
+                    8: 4 * 256 * 40, 9: 0, 10: -1}, smem
 
 
 @needs_nvcc
