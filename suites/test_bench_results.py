@@ -1698,3 +1698,25 @@ def test_a_read_in_one_chunk_a_block_is_near_the_floor_where_the_ring_is_not_on_
             chunks = ring["chunked_read_us"]
             assert chunks["2"] < 1.06 * ring["read_floor_us"] and chunks["8"] < 1.03 * ring["read_floor_us"], n
             assert ring["us"] > 1.08 * chunks["2"], (n, ring["us"], chunks["2"])
+
+
+READ_PATTERN_PROBE_RUN = "ring-stream-probe-read-pattern-h100-2026-12-06-7fa2bd7.json"
+
+
+def test_the_read_pattern_not_the_tile_grid_holds_most_of_the_rings_gap_on_the_h100() -> None:
+    """NOTES (thirtieth session): on the tile grid and bytes of the library's ring, register
+    prefetch with the chunked read's pattern (mode 9: a block instruction reads a whole 4 KB piece,
+    two warps read the scale pieces with 16-byte loads) came within 5% of the chunked read at two
+    blocks an SM, while the same prefetch in the rows' own pattern (mode 2) took 3-5% longer than
+    mode 9 and the library's cp.async ring (mode 0) 6.5-9.5% longer, at a ring of 4 on both shapes
+    in two runs."""
+    data = _experiment(READ_PATTERN_PROBE_RUN)
+    for run in (data, data["repeat_run"]):
+        assert run["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and "9" in run["modes"]
+        for n in (17408, 5120):
+            us = {r["mode"]: r["us"] for r in run["rows"]
+                  if (r["n"], r["ring"], r["occupancy"]) == (n, 4, "two")}
+            chunked = next(r["chunked_read_us"]["2"] for r in run["rows"] if r["n"] == n)
+            assert us[9] < 1.05 * chunked, (n, us[9], chunked)
+            assert 1.03 * us[9] < us[2] < 1.05 * us[9], (n, us[2], us[9])
+            assert 1.065 * us[9] < us[0] < 1.095 * us[9], (n, us[0], us[9])
