@@ -90,6 +90,24 @@ __device__ __forceinline__ void init_stage_barriers(uint32_t full, uint32_t empt
   __syncthreads();
 }
 
+// Register prefetch RING steps ahead (modes 2 and 9): load(s, r) puts step s's bytes in register
+// slot r (nothing past the last step), consume(r) folds slot r into the thread's XOR before the
+// slot takes the step RING further on
+template <int RING, typename Load, typename Consume>
+__device__ __forceinline__ void prefetch_walk(int steps, Load& load, Consume&& consume) {
+#pragma unroll
+  for (int r = 0; r < RING; ++r) load(r, r);
+  for (int s0i = 0; s0i < steps; s0i += RING) {
+#pragma unroll
+    for (int r = 0; r < RING; ++r) {
+      if (s0i + r < steps) {
+        consume(r);
+        load(s0i + r + RING, r);
+      }
+    }
+  }
+}
+
 constexpr int kActStages = 3, kActStepBytes = 64 * 128 * 2;  // fused_wgmma's stages of a 64-row tile
 
 template <int MODE>
@@ -205,17 +223,7 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
         sc[r][1] = __ldg(reinterpret_cast<const uint32_t*>(s0 + s * kScaleBytes + 8 * 8));
       }
     };
-#pragma unroll
-    for (int r = 0; r < RING; ++r) load(r, r);
-    for (int s0i = 0; s0i < steps; s0i += RING) {
-#pragma unroll
-      for (int r = 0; r < RING; ++r) {
-        if (s0i + r < steps) {
-          acc ^= xor4(w[r][0]) ^ xor4(w[r][1]) ^ sc[r][0] ^ sc[r][1];
-          load(s0i + r + RING, r);
-        }
-      }
-    }
+    prefetch_walk<RING>(steps, load, [&](int r) { acc ^= xor4(w[r][0]) ^ xor4(w[r][1]) ^ sc[r][0] ^ sc[r][1]; });
   } else if constexpr (MODE == 9) {
     const uint8_t* tile_codes = codes + static_cast<int64_t>(2 * tile) * plan.total_steps * kCodeBytes;
     const uint8_t* tile_scales = scales + static_cast<int64_t>(2 * tile) * plan.total_steps * kScaleBytes;
@@ -233,17 +241,8 @@ __global__ void __launch_bounds__(block_threads<MODE>()) ring_probe_kernel(const
         }
       }
     };
-#pragma unroll
-    for (int r = 0; r < RING; ++r) load(r, r);
-    for (int s0i = 0; s0i < steps; s0i += RING) {
-#pragma unroll
-      for (int r = 0; r < RING; ++r) {
-        if (s0i + r < steps) {
-          acc ^= xor4(w[r][0]) ^ xor4(w[r][1]) ^ (tid < 64 ? xor4(sc[r]) : 0u);
-          load(s0i + r + RING, r);
-        }
-      }
-    }
+    prefetch_walk<RING>(steps, load,
+                        [&](int r) { acc ^= xor4(w[r][0]) ^ xor4(w[r][1]) ^ (tid < 64 ? xor4(sc[r]) : 0u); });
   } else {  // MODE 3: bulk copies into RING stages
     constexpr int kStage = 2 * kCodeBytes + 2 * kScaleBytes;
     const uint32_t base = smem_u32(smem);
