@@ -170,11 +170,13 @@ def build_dir() -> Path:
     return Path(os.environ.get("NVFP4_BUILD_DIR") or Path.home() / ".cache" / "nvfp4-harness")
 
 
-def _run_nvcc(cmd: list[str], what: str) -> None:
+def _run_nvcc(cmd: list[str], what: str) -> str:
+    """Run nvcc; its output (ptxas's report where -Xptxas -v asks for one), or BuildError."""
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise BuildError(f"nvcc failed building {what} (exit {result.returncode}).\n"
                          f"command: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+    return result.stdout + result.stderr
 
 
 def build_library(archs: tuple[str, ...] | list[str] | None = None, *,
@@ -214,19 +216,28 @@ def build_library(archs: tuple[str, ...] | list[str] | None = None, *,
     return target
 
 
+_PTXAS_REPORT = ("-Xptxas", "-v")
+
+
+def ptxas_report(obj: Path) -> Path:
+    """Where :func:`compile_objects` keeps ptxas's report of the object ``obj``."""
+    return obj.with_name(obj.name + ".ptxas.txt")
+
+
 def compile_objects(kind: str = "cubin", arch: str = "sm_90", *, source_dir: Path | None = None,
                     out_dir: Path | None = None) -> dict[str, Path]:
     """Compile each .cu separately to a cubin (or a relocatable object, kind="obj") for one
     target, for SASS inspection with ``cuobjdump --dump-sass``; a source of
     :data:`ARCH_SPECIFIC_SOURCES` gets its specific target where ``arch`` is its base (the code
-    the library runs). Returns {source stem: path}."""
+    the library runs). ptxas's report of each (registers, spills, its warnings) is kept beside
+    the object as ``<object>.ptxas.txt`` (:func:`ptxas_report`). Returns {source stem: path}."""
     if kind not in ("cubin", "obj"):
         raise ValueError(f"kind must be 'cubin' or 'obj', got {kind!r}")
     nvcc = find_nvcc()
     (target,) = resolve_archs([arch])
     sources = source_files(source_dir)
     flags = [*BASE_FLAGS, f"-arch={target}"]
-    key = cache_key(sources, [*flags, kind], nvcc_version(nvcc))
+    key = cache_key(sources, [*flags, kind, *_PTXAS_REPORT], nvcc_version(nvcc))
     root = Path(out_dir) if out_dir is not None else build_dir() / f"objects_{key[:24]}"
     root.mkdir(parents=True, exist_ok=True)
     include = str(sources[0].parent)
@@ -242,7 +253,9 @@ def compile_objects(kind: str = "cubin", arch: str = "sm_90", *, source_dir: Pat
             specific = ARCH_SPECIFIC_SOURCES.get(src.name)
             src_flags = [*BASE_FLAGS, f"-arch={specific}"] if specific and specific.rstrip("a") == target else flags
             try:
-                _run_nvcc([nvcc, *src_flags, *mode, f"-I{include}", "-o", tmp_name, str(src)], src.name)
+                report = _run_nvcc([nvcc, *src_flags, *mode, *_PTXAS_REPORT, f"-I{include}", "-o", tmp_name,
+                                    str(src)], src.name)
+                ptxas_report(dest).write_text(report)
                 os.replace(tmp_name, dest)
             finally:
                 if os.path.exists(tmp_name):

@@ -57,6 +57,13 @@ def _dev_variant_us(row: dict[str, Any], variant: str, plan: tuple[int, int] | N
     return min(us for name, us in row["mma_order_us"].items() if name.startswith(variant + " plan "))
 
 
+def _probe_row(run: dict[str, Any], n: int, mode: int, ring: int = 4) -> dict[str, Any]:
+    """A row of scripts/ring_stream_probe.py's file: ``mode`` with a ring of ``ring`` steps, two
+    blocks an SM, at the library's split of the 64-row tile (3 on 17408 x 5120, 6 on 5120 x 17408)."""
+    key = (n, mode, ring, "two", 3 if n == 17408 else 6)
+    return next(r for r in run["rows"] if (r["n"], r["mode"], r["ring"], r["occupancy"], r["splits"]) == key)
+
+
 def _minimum_bytes(kernel: str, m: int | None, n: int, k: int, bs: int) -> Fraction:
     """Per element: packed 1/2 B, scale 1/bs B (whole blocks), bf16/fp16 2 B."""
     blocks = len(range(0, k, bs))
@@ -1440,17 +1447,13 @@ def test_the_activation_handshake_probe_on_the_h100() -> None:
     first = _experiment(RING_STREAM_PROBE_RUN)
     assert data["provenance"]["gpu"] == first["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
 
-    def us(run: dict[str, Any], n: int, mode: int, ring: int) -> dict[str, Any]:
-        return next(r for r in run["rows"] if (r["n"], r["mode"], r["ring"], r["occupancy"]) == (n, mode, ring, "two")
-                    and r["splits"] == (3 if n == 17408 else 6))
-
     for n in (17408, 5120):
-        alone, shaken = us(data, n, 0, 4), us(data, n, 4, 4)
+        alone, shaken = _probe_row(data, n, 0), _probe_row(data, n, 4)
         assert 228 * 1024 // (shaken["smem"] + 1024) == 2
         assert 2.5 < shaken["us"] - alone["us"] < 5.5, (n, alone["us"], shaken["us"])
-        deep = us(data, n, 4, 8)
+        deep = _probe_row(data, n, 4, ring=8)
         assert deep["smem"] > 114 * 1024 and deep["us"] > 1.3 * shaken["us"], n
-        assert abs(alone["us"] - us(first, n, 0, 4)["us"]) < 0.5, n
+        assert abs(alone["us"] - _probe_row(first, n, 0)["us"]) < 0.5, n
 
 
 ACT_STAGES_RUN = "mma-order-act-stages-dev-h100-2026-12-06-dfb3831.json"
@@ -1529,14 +1532,10 @@ def test_a_producer_warp_takes_most_of_the_handshake_off_the_ring_on_the_h100() 
     earlier = _experiment(RING_HANDSHAKE_PROBE_RUN)
     assert data["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and "5" in data["modes"]
 
-    def us(run: dict[str, Any], n: int, mode: int) -> float:
-        key = (n, mode, 4, "two", 3 if n == 17408 else 6)  # ring of 4, two blocks an SM, the library's split
-        return next(r["us"] for r in run["rows"] if (r["n"], r["mode"], r["ring"], r["occupancy"], r["splits"]) == key)
-
     for n in (17408, 5120):
-        alone, handshake, producer = us(data, n, 0), us(data, n, 4), us(data, n, 5)
+        alone, handshake, producer = (_probe_row(data, n, mode)["us"] for mode in (0, 4, 5))
         assert 0.3 < producer - alone < 0.5 * (handshake - alone), (n, alone, handshake, producer)
-        assert abs(handshake - us(earlier, n, 4)) < 1.0, n
+        assert abs(handshake - _probe_row(earlier, n, 4)["us"]) < 1.0, n
 
 
 
@@ -1623,14 +1622,10 @@ def test_one_scale_word_a_thread_did_not_pay_on_the_h100() -> None:
     probe = _experiment(SCALE_WORD_PROBE_RUN)
     assert probe["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and "6" in probe["modes"]
 
-    def us(n: int, mode: int) -> float:
-        key = (n, mode, 4, "two", 3 if n == 17408 else 6)
-        rows = probe["rows"]
-        return next(r["us"] for r in rows if (r["n"], r["mode"], r["ring"], r["occupancy"], r["splits"]) == key)
-
     for n in (17408, 5120):
-        assert abs(us(n, 6) / us(n, 0) - 1) < 0.02, n
-        assert abs(us(n, 1) / us(n, 0) - 4096 / 4608) < 0.04, (n, us(n, 1) / us(n, 0))
+        ring, codes_only, word = (_probe_row(probe, n, mode)["us"] for mode in (0, 1, 6))
+        assert abs(word / ring - 1) < 0.02, n
+        assert abs(codes_only / ring - 4096 / 4608) < 0.04, (n, codes_only / ring)
 
     from nvfp4_kernels.tiling import wgmma_call_plan, wgmma_plan
 
@@ -1694,7 +1689,7 @@ def test_a_read_in_one_chunk_a_block_is_near_the_floor_where_the_ring_is_not_on_
     for run in (data, data["repeat_run"]):
         assert run["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
         for n in (17408, 5120):
-            ring = next(r for r in run["rows"] if (r["n"], r["mode"], r["ring"], r["occupancy"]) == (n, 0, 4, "two"))
+            ring = _probe_row(run, n, 0)
             chunks = ring["chunked_read_us"]
             assert chunks["2"] < 1.06 * ring["read_floor_us"] and chunks["8"] < 1.03 * ring["read_floor_us"], n
             assert ring["us"] > 1.08 * chunks["2"], (n, ring["us"], chunks["2"])

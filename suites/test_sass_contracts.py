@@ -242,10 +242,16 @@ def check_scalar(instructions: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def kernel_sass(tmp_path_factory) -> dict[str, list[str]]:
-    objects = build.compile_objects("cubin", "sm_90", out_dir=tmp_path_factory.mktemp("cubins"))
+def library_cubins(tmp_path_factory) -> dict[str, Path]:
+    """Each .cu of the library compiled to its sm_90 cubin once a session (build.compile_objects),
+    with ptxas's report beside it."""
+    return build.compile_objects("cubin", "sm_90", out_dir=tmp_path_factory.mktemp("cubins"))
+
+
+@pytest.fixture(scope="session")
+def kernel_sass(library_cubins) -> dict[str, list[str]]:
     functions: dict[str, list[str]] = {}
-    for path in objects.values():
+    for path in library_cubins.values():
         functions.update(dump_sass(path))
     return functions
 
@@ -457,21 +463,16 @@ def _decode_prmts(placed: bool) -> int:
     return fused_step_prmts(1, placed)
 
 
-def test_ptxas_keeps_fused_wgmmas_asynchronous(tmp_path: Path) -> None:
+def test_ptxas_keeps_fused_wgmmas_asynchronous(library_cubins) -> None:
     """ptxas reports when it has to serialize a kernel's wgmmas (C7512 for too few registers,
     C7515 for other instructions writing their accumulators inside a pipeline stage); the kernel
     then waits after every wgmma. No library kernel may be built that way. The twenty-ninth
     session's trial of a warp-wide scale copy (benchmarks/NOTES.md) drew C7515 from an innocent
     rewrite of one shared-memory offset and ran its 64- to 256-row tiles 7-20% slower on an H100
     with the same bits, which no other contract here noticed."""
-    repo = Path(__file__).resolve().parents[1]
-    done = subprocess.run([build.find_nvcc(), *build.BASE_FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
-                           "-Xptxas", "-v", f"-I{repo / 'kernels' / 'cuda'}", "-o", str(tmp_path / "fused_wgmma.cubin"),
-                           str(repo / "kernels" / "cuda" / "fused_wgmma.cu")], capture_output=True, text=True,
-                          check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "Used" in done.stderr, "no ptxas report (-Xptxas -v)"
-    serialized = [line for line in done.stderr.splitlines() if "wgmma.mma_async instructions are serialized" in line]
+    report = build.ptxas_report(library_cubins["fused_wgmma"]).read_text()
+    assert "Used" in report, "no ptxas report (-Xptxas -v)"
+    serialized = [line for line in report.splitlines() if "wgmma.mma_async instructions are serialized" in line]
     assert serialized == [], serialized[:2]
 
 
