@@ -44,6 +44,7 @@
 
 #include "hopper_async.cuh"
 #include "mma_decode.cuh"
+#include "streamed_launch.cuh"
 #include "wgmma_rs256.cuh"
 
 namespace nvfp4 {
@@ -520,9 +521,15 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   const auto* bias_s = static_cast<const unsigned short*>(bias);
   auto* out_s = static_cast<unsigned short*>(out);
   float* partial = split ? workspace : nullptr;
-  // the permutation's programmatic dependent
-  err = launch_programmatic_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWgThreads), kSmem, stream,
-                                      packed_b, scales_b, g_f, bias_s, out_s, partial, m, n, k, m_tiles, plan, act_map);
+  // the permutation's programmatic dependent, its packed weights streamed through L2 (streamed_launch.cuh:
+  // evicted first, so that the split's fp32 partials and the activations stay); a registered copy
+  // holds whole 64-row tiles
+  const int64_t weight_rows = RELAYOUT ? (static_cast<int64_t>(n) + 63) / 64 * 64 : n;
+  const size_t weight_bytes = static_cast<size_t>(weight_rows) * static_cast<size_t>(k / 2);
+  err = launch_streaming_weights_as(true, kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWgThreads), kSmem,
+                                    stream, packed_b, weight_bytes, packed_b, scales_b, g_f, bias_s, out_s, partial, m,
+                                    n, k, m_tiles, plan, act_map);
+  if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind
   if (err != cudaSuccess || !split || !kEpilogue) return err;
   return launch_splitk_finalize<T>(workspace, bias_s, out_s, m, n, plan.splits, stream, plan.whole_tiles * kWgRows);
 }

@@ -29,30 +29,52 @@ inline size_t max_access_policy_window() {
   return bytes > 0 ? static_cast<size_t>(bytes) : 0;
 }
 
+// Fills `attr` with the streaming window over [weights, weights + weight_bytes) (see above) and
+// returns true; false, `attr` untouched, where the device offers no window or there are no bytes.
+inline bool streaming_window(cudaLaunchAttribute& attr, const void* weights, size_t weight_bytes) {
+  const size_t max_bytes = max_access_policy_window();
+  if (max_bytes == 0 || weights == nullptr || weight_bytes == 0) return false;
+  attr.id = cudaLaunchAttributeAccessPolicyWindow;
+  attr.val.accessPolicyWindow.base_ptr = const_cast<void*>(weights);
+  attr.val.accessPolicyWindow.num_bytes = weight_bytes < max_bytes ? weight_bytes : max_bytes;
+  attr.val.accessPolicyWindow.hitRatio = 1.0f;
+  attr.val.accessPolicyWindow.hitProp = cudaAccessPropertyStreaming;
+  attr.val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  return true;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) with [weights, weights + weight_bytes) marked
-// streaming in L2 (see above). Returns the launch's error.
+// streaming in L2 (see above), and, where `dependent`, as the programmatic dependent of the work
+// before it on `stream` (mma_decode.cuh's launch_programmatic_dependent says what that buys).
+// Returns the launch's error.
 template <typename... KernelArgs, typename... Args>
-cudaError_t launch_streaming_weights(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                                     cudaStream_t stream, const void* weights, size_t weight_bytes,
-                                     Args... args) {
+cudaError_t launch_streaming_weights_as(bool dependent, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                                        size_t smem, cudaStream_t stream, const void* weights, size_t weight_bytes,
+                                        Args... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute window[1];
-  const size_t max_bytes = max_access_policy_window();
-  if (max_bytes > 0 && weights != nullptr && weight_bytes > 0) {
-    window[0].id = cudaLaunchAttributeAccessPolicyWindow;
-    window[0].val.accessPolicyWindow.base_ptr = const_cast<void*>(weights);
-    window[0].val.accessPolicyWindow.num_bytes = weight_bytes < max_bytes ? weight_bytes : max_bytes;
-    window[0].val.accessPolicyWindow.hitRatio = 1.0f;
-    window[0].val.accessPolicyWindow.hitProp = cudaAccessPropertyStreaming;
-    window[0].val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    config.attrs = window;
-    config.numAttrs = 1;
+  cudaLaunchAttribute attrs[2];
+  unsigned count = 0;
+  if (streaming_window(attrs[count], weights, weight_bytes)) ++count;
+  if (dependent) {
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
   }
+  config.attrs = count > 0 ? attrs : nullptr;
+  config.numAttrs = count;
   return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+}
+
+// The streamed launch in the stream's order (not a programmatic dependent).
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_streaming_weights(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                                     cudaStream_t stream, const void* weights, size_t weight_bytes,
+                                     Args... args) {
+  return launch_streaming_weights_as(false, kernel, grid, block, smem, stream, weights, weight_bytes, args...);
 }
 
 }  // namespace nvfp4
