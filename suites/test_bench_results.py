@@ -1715,3 +1715,48 @@ def test_the_read_pattern_not_the_tile_grid_holds_most_of_the_rings_gap_on_the_h
             assert us[9] < 1.05 * chunked, (n, us[9], chunked)
             assert 1.03 * us[9] < us[2] < 1.05 * us[9], (n, us[2], us[9])
             assert 1.065 * us[9] < us[0] < 1.095 * us[9], (n, us[0], us[9])
+
+
+WINDOW_AB_RUN = "wgmma-streaming-window-ab-h100-2026-12-06-4582e0e.json"
+
+
+def test_the_streaming_window_speeds_fused_wgmma_on_a_row_major_weight_only() -> None:
+    """NOTES (thirty-first session), why fused_wgmma's launch streams only a row-major weight through
+    L2 (kernels/cuda/fused_wgmma.cu, launch_wgmma). Against the dev twin without the window, same
+    plan, same bits on every row:
+    - with the window on both layouts, the registered 64-row tile on 17408 x 5120 (M = 33..64)
+      swung by more than 20% from one round to the next while the twin stayed within 5%;
+    - with it on the row-major weight only, the registered rows are the twin's (within 3%), the
+      row-major 64-row tile is at least 2% faster on every row and 5% on the rows' median, and the
+      128-row tile (M = 96, 128) moves by less than 2.5% either way;
+    - fused_mma, whose launches have had the window since the eighth session, kept every row within
+      5% over the same rounds, so its window stays."""
+    data = _experiment(WINDOW_AB_RUN)
+    assert data["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3" and data["rounds"] >= 5
+    both = data["runs"]["window_on_both_layouts"]["rows"]
+    row_major_only = data["runs"]["window_on_row_major_only"]["rows"]
+    assert all(r["same_bits"] for r in both + row_major_only if "same_bits" in r)
+
+    def spread(us: list[float]) -> float:
+        return max(us) / min(us)
+
+    swung = [r for r in both if r["layout"] == "tiled" and r["n"] == 17408 and r["m"] <= 64]
+    assert len(swung) == 3
+    for r in swung:
+        assert spread(r["library_us"]) > 1.2 and spread(r["twin_us"]) < 1.05, r["m"]
+
+    wgmma = [r for r in row_major_only if "median_ratio" in r]
+    assert len(wgmma) == 20
+    for r in wgmma:
+        assert spread(r["library_us"]) < 1.05, (r["n"], r["m"], r["layout"])
+        if r["layout"] == "tiled":
+            assert abs(r["median_ratio"] - 1) < 0.03, (r["n"], r["m"], r["median_ratio"])
+        elif r["m"] <= 64:
+            assert r["median_ratio"] < 0.98, (r["n"], r["m"], r["median_ratio"])
+        else:
+            assert abs(r["median_ratio"] - 1) < 0.025, (r["n"], r["m"], r["median_ratio"])
+    small_row_major = [r["median_ratio"] for r in wgmma if r["layout"] == "row-major" and r["m"] <= 64]
+    assert statistics.median(small_row_major) < 0.95
+
+    mma = [r for r in row_major_only if r.get("path") == "fused_mma"]
+    assert len(mma) == 12 and all(spread(r["us"]) < 1.05 for r in mma)
