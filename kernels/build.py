@@ -247,19 +247,25 @@ def compile_objects(kind: str = "cubin", arch: str = "sm_90", *, source_dir: Pat
             continue
         dest = root / f"{src.stem}.{'cubin' if kind == 'cubin' else 'o'}"
         if not dest.is_file():
+            # Each file appears whole or not at all (a temporary name, then os.replace), the report
+            # before its object, so that processes sharing the cache (pytest-xdist workers) never
+            # read a half-written one: one that finds the object finds its report.
             fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=root)
             os.close(fd)
+            report_tmp = tmp_name + ".ptxas.txt"
             mode = ["-cubin"] if kind == "cubin" else ["-c"]
             specific = ARCH_SPECIFIC_SOURCES.get(src.name)
             src_flags = [*BASE_FLAGS, f"-arch={specific}"] if specific and specific.rstrip("a") == target else flags
             try:
                 report = _run_nvcc([nvcc, *src_flags, *mode, *_PTXAS_REPORT, f"-I{include}", "-o", tmp_name,
                                     str(src)], src.name)
-                ptxas_report(dest).write_text(report)
+                Path(report_tmp).write_text(report)
+                os.replace(report_tmp, ptxas_report(dest))
                 os.replace(tmp_name, dest)
             finally:
-                if os.path.exists(tmp_name):
-                    os.unlink(tmp_name)
+                for leftover in (tmp_name, report_tmp):
+                    if os.path.exists(leftover):
+                        os.unlink(leftover)
         results[src.stem] = dest
     return results
 

@@ -242,10 +242,11 @@ def check_scalar(instructions: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def library_cubins(tmp_path_factory) -> dict[str, Path]:
-    """Each .cu of the library compiled to its sm_90 cubin once a session (build.compile_objects),
+def library_cubins() -> dict[str, Path]:
+    """Each .cu of the library compiled to its sm_90 cubin (build.compile_objects, in the build
+    cache under a key of the sources, flags and nvcc, which test_cuda_build's compile test shares),
     with ptxas's report beside it."""
-    return build.compile_objects("cubin", "sm_90", out_dir=tmp_path_factory.mktemp("cubins"))
+    return build.compile_objects("cubin", "sm_90")
 
 
 @pytest.fixture(scope="session")
