@@ -523,10 +523,10 @@ cudaError_t launch_wgmma(const void* a, const void* packed, const void* scales, 
   float* partial = split ? workspace : nullptr;
   // The permutation's programmatic dependent. A row-major weight's packed bytes are streamed through
   // L2 (streamed_launch.cuh: evicted first, so that the split's fp32 partials and the activations
-  // stay): on an H100 that took 2-8% off M = 33..64 on both large shapes and left M = 96..128
-  // within 2%. A registered copy gets no window: with one, the 64-row tile on 17408 x 5120 ran
-  // 48-76 us from one timing to the next where it runs 47-49 without (benchmarks/NOTES.md,
-  // thirty-first session).
+  // stay): that took 2-6% off M = 33..64 on both large shapes on the H200 (2-9% on an H100) and
+  // left M = 96..128 within 2%. A registered copy gets no window: with one, the 64-row tile on
+  // 17408 x 5120 ran 48-76 us from one timing to the next on an H100, where it runs 47-49 without
+  // (benchmarks/NOTES.md, thirty-first session).
   const size_t weight_bytes = RELAYOUT ? 0 : static_cast<size_t>(n) * static_cast<size_t>(k / 2);
   err = launch_streaming_weights_as(true, kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWgThreads), kSmem,
                                     stream, packed_b, weight_bytes, packed_b, scales_b, g_f, bias_s, out_s, partial, m,
