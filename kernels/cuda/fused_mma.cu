@@ -764,7 +764,6 @@ cudaError_t launch_config(const void* a, const void* packed, const void* scales,
   const cudaError_t err = nvfp4::launch_streaming_weights(
       kernel, dim3(blocks), dim3(TL::kThreads), static_cast<size_t>(smem), stream, p8, weight_bytes, a8, p8, s8,
       gf, b, o, part, m, n, k, n_tiles, m_tiles, steps_per_split, count, splits, scale_bytes);
-  if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind, as the <<<>>> path did
   if (err != cudaSuccess || splits <= 1 || last_block) return err;
   return launch_splitk_finalize<T>(workspace, b, o, m, n, splits, stream);
 }

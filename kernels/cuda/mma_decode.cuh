@@ -7,6 +7,7 @@
 #pragma once
 
 #include "nvfp4_common.cuh"
+#include "streamed_launch.cuh"
 
 namespace nvfp4 {
 
@@ -407,24 +408,12 @@ __global__ void nvfp4_splitk_finalize_kernel(const float* __restrict__ partial,
 
 // Launches `kernel` as the programmatic dependent of the work before it on `stream` (see
 // allow_dependent_launch: it may be scheduled once that kernel's blocks have all started, and
-// waits in wait_for_prerequisite_grid for its results); leaves no launch error behind, as a
-// <<<>>> launch followed by cudaGetLastError does not either.
+// waits in wait_for_prerequisite_grid for its results), with no L2 window: the streamed launch of
+// streamed_launch.cuh over no weight bytes. Leaves no launch error behind.
 template <typename... Params, typename... Args>
 cudaError_t launch_programmatic_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                                           cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute dependent[1];
-  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = dependent;
-  config.numAttrs = 1;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
-  if (err != cudaSuccess) cudaGetLastError();
-  return err;
+  return launch_streaming_weights_as(true, kernel, grid, block, smem, stream, nullptr, 0, args...);
 }
 
 // Launch the epilogue over columns col0..n-1 of the [m, n] output (default: all): ``partial``

@@ -32,8 +32,9 @@ inline size_t max_access_policy_window() {
 // Fills `attr` with the streaming window over [weights, weights + weight_bytes) (see above) and
 // returns true; false, `attr` untouched, where the device offers no window or there are no bytes.
 inline bool streaming_window(cudaLaunchAttribute& attr, const void* weights, size_t weight_bytes) {
+  if (weights == nullptr || weight_bytes == 0) return false;
   const size_t max_bytes = max_access_policy_window();
-  if (max_bytes == 0 || weights == nullptr || weight_bytes == 0) return false;
+  if (max_bytes == 0) return false;
   attr.id = cudaLaunchAttributeAccessPolicyWindow;
   attr.val.accessPolicyWindow.base_ptr = const_cast<void*>(weights);
   attr.val.accessPolicyWindow.num_bytes = weight_bytes < max_bytes ? weight_bytes : max_bytes;
@@ -44,9 +45,10 @@ inline bool streaming_window(cudaLaunchAttribute& attr, const void* weights, siz
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) with [weights, weights + weight_bytes) marked
-// streaming in L2 (see above), and, where `dependent`, as the programmatic dependent of the work
-// before it on `stream` (mma_decode.cuh's launch_programmatic_dependent says what that buys).
-// Returns the launch's error.
+// streaming in L2 (see above; no bytes, no window), and, where `dependent`, as the programmatic
+// dependent of the work before it on `stream` (mma_decode.cuh's launch_programmatic_dependent says
+// what that buys). Returns the launch's error and leaves none behind for cudaGetLastError, as a
+// <<<>>> launch followed by cudaGetLastError does not either: the caller reports it once.
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_streaming_weights_as(bool dependent, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
                                         size_t smem, cudaStream_t stream, const void* weights, size_t weight_bytes,
@@ -66,7 +68,9 @@ cudaError_t launch_streaming_weights_as(bool dependent, void (*kernel)(KernelArg
   }
   config.attrs = count > 0 ? attrs : nullptr;
   config.numAttrs = count;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+  if (err != cudaSuccess) cudaGetLastError();
+  return err;
 }
 
 // The streamed launch in the stream's order (not a programmatic dependent).
