@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <cstdint>
 
+#include "../kernels/cuda/hopper_async.cuh"
 #include "../kernels/cuda/streamed_launch.cuh"
 
 template <int kHint>
@@ -170,4 +171,212 @@ extern "C" int probe_mimic_occupancy(int stages, int smem_min) {
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<6, true>, 128, smem);
   }
   return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp-specialized mimic (benchmarks/NOTES.md, thirty-second session). The same units, steps,
+// bytes and stand-in work per consumer thread as mimic_kernel, but a block is one producer warp
+// and C consumer warps over a ring of R stages in shared memory. The producer fills a stage as
+// soon as the consumers have released it (its "empty" mbarrier, one arrival per consumer warp),
+// so the copies never wait behind the consumers' work the way mimic_kernel's copies wait for the
+// barrier of the step being computed. BULK: the producer's lane 0 copies a step's 4096 + 512 + 256
+// bytes with three cp.async.bulk copies counted on the stage's "full" mbarrier; else all 32 lanes
+// issue 16-byte cp.async copies, each lane's completion arriving on "full" (noinc), as mimic_kernel's
+// threads copy. The grid is either a block per unit (as mimic_kernel's) or persistent
+// (blocks_per_sm blocks on every SM), taking its units statically (blockIdx.x, + gridDim.x, ...)
+// or dynamically from a global counter (the next unit taken one unit ahead, so the atomic's round
+// trip is hidden). With C = 4 each consumer thread reads exactly what mimic_kernel's thread of the
+// same index reads, so the two kernels' partials must be equal word for word (the probe checks
+// that before it times). Each wait spins at most 2^22 times and then traps, so a broken handshake
+// ends the run with an error instead of hanging the device.
+// The barrier and bulk-copy helpers are fused_wgmma's (hopper_async.cuh); this wait is bounded.
+using nvfp4::hopper::bulk_load;
+using nvfp4::hopper::mbar_arrive;
+using nvfp4::hopper::mbar_expect_tx;
+using nvfp4::hopper::mbar_init;
+
+__device__ __forceinline__ void mbar_wait_or_trap(uint32_t bar, unsigned parity) {
+  unsigned done = 0;
+  for (unsigned spins = 0;; ++spins) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (spins > (1u << 22)) __trap();
+  }
+}
+
+constexpr int kWsMaxRing = 16;
+
+__device__ __forceinline__ void cpa_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+template <int C, bool BULK>
+__global__ void ws_mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ sc,
+                                const uint8_t* __restrict__ act, int tiles, int total_steps, int steps_per_split,
+                                int splits, int work, int ring, int dynamic, unsigned* __restrict__ counter,
+                                unsigned base, unsigned* __restrict__ out) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ __align__(8) uint64_t full[kWsMaxRing], empty[kWsMaxRing];
+  __shared__ int header[kWsMaxRing];  // unit * 2 + (1 if the step is its unit's last); -1: no more work
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int units = tiles * splits;
+  const uint32_t stages = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  auto full_bar = [&](int s) { return static_cast<uint32_t>(__cvta_generic_to_shared(&full[s])); };
+  auto empty_bar = [&](int s) { return static_cast<uint32_t>(__cvta_generic_to_shared(&empty[s])); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ring; ++s) {
+      mbar_init(full_bar(s), BULK ? 1 : 33);  // warp copies: each lane's copies, and lane 0's header
+      mbar_init(empty_bar(s), C);
+    }
+    nvfp4::hopper::fence_barrier_init();
+  }
+  __syncthreads();
+  auto unit_steps = [&](int u) {
+    const int b = (u / tiles) * steps_per_split;
+    return min(b + steps_per_split, total_steps) - b;
+  };
+  if (warp == 0) {  // the producer
+    if (BULK && lane != 0) return;
+    // the block's first unit, and the one after `u` (dynamic: whatever the counter gives next)
+    auto take = [&](int u) -> int {
+      int v = u + static_cast<int>(gridDim.x);
+      if (dynamic && lane == 0) v = static_cast<int>(atomicAdd(counter, 1u) - base);
+      return v;
+    };
+    auto shared_value = [&](int v) { return BULK ? v : __shfl_sync(0xffffffffu, v, 0); };
+    int unit = dynamic ? shared_value(take(0)) : static_cast<int>(blockIdx.x);
+    int next = unit < units ? take(unit) : units;  // taken one unit ahead (read at the unit's end)
+    int step = 0;
+    for (int it = 0;; ++it) {
+      const int s = it % ring;
+      if (it >= ring) mbar_wait_or_trap(empty_bar(s), ((it / ring) + 1) & 1);
+      if (unit >= units) {
+        if (lane == 0) header[s] = -1;
+        mbar_arrive(full_bar(s));                          // bulk: lane 0 alone; warp: every lane
+        if (!BULK && lane == 0) mbar_arrive(full_bar(s));  // warp: and lane 0's header arrival
+        return;
+      }
+      const int steps = unit_steps(unit);
+      const int tile = unit % tiles, kstep = (unit / tiles) * steps_per_split + step;
+      const uint32_t st = stages + s * kMimicStage;
+      const uint8_t* wp = w + (static_cast<int64_t>(tile) * total_steps + kstep) * 4096;
+      const uint8_t* sp = sc + (static_cast<int64_t>(tile) * total_steps + kstep) * 512;
+      if constexpr (BULK) {
+        header[s] = unit * 2 + (step + 1 == steps ? 1 : 0);
+        mbar_expect_tx(full_bar(s), kMimicStage);
+        bulk_load(st, wp, 4096, full_bar(s));
+        bulk_load(st + 4096, sp, 512, full_bar(s));
+        bulk_load(st + 4608, act + kstep * 256, 256, full_bar(s));
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) cpa16(st + (i * 32 + lane) * 16, wp + (i * 32 + lane) * 16);
+        cpa16(st + 4096 + lane * 16, sp + lane * 16);
+        if (lane < 16) cpa16(st + 4608 + lane * 16, act + kstep * 256 + lane * 16);
+        cpa_arrive_noinc(full_bar(s));
+        if (lane == 0) {
+          header[s] = unit * 2 + (step + 1 == steps ? 1 : 0);
+          mbar_arrive(full_bar(s));
+        }
+      }
+      if (++step == steps) {
+        step = 0;
+        unit = dynamic ? shared_value(next) : next;
+        next = unit < units ? take(unit) : units;
+      }
+    }
+  }
+  // the consumers: thread t (0 .. 32 C - 1) reads 4096 / (32 C) weight bytes and 512 / (32 C) scale bytes of a step
+  const int t = threadIdx.x - 32;
+  constexpr int kWBytes = 4096 / (32 * C);
+  const int rounds = work * kWBytes / 32;
+  unsigned acc = 0;
+  for (int it = 0;; ++it) {
+    const int s = it % ring;
+    mbar_wait_or_trap(full_bar(s), (it / ring) & 1);
+    const int h = header[s];
+    if (h < 0) return;
+    const uint8_t* st = smem + s * kMimicStage;
+    unsigned x, y;
+    if constexpr (C == 4) {  // mimic_kernel's reads, exactly
+      const uint4 a0 = *reinterpret_cast<const uint4*>(st + (t >> 2) * 64 + (t & 3) * 16);
+      const uint4 a1 = *reinterpret_cast<const uint4*>(st + 2048 + (t >> 2) * 64 + (t & 3) * 16);
+      const unsigned s0 = *reinterpret_cast<const unsigned*>(st + 4096 + t * 4);
+      x = a0.x ^ a0.y ^ a0.z ^ a0.w ^ a1.x ^ a1.y ^ a1.z ^ a1.w ^ s0;
+      y = a0.x + a1.w;
+    } else {
+      const uint4 a0 = *reinterpret_cast<const uint4*>(st + t * kWBytes);
+      const unsigned s0 = *reinterpret_cast<const unsigned short*>(st + 4096 + t * 2);
+      x = a0.x ^ a0.y ^ a0.z ^ a0.w ^ s0;
+      y = a0.x + a0.w;
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar(s));  // the stage's bytes are in registers: release it
+    for (int i = 0; i < rounds; ++i) {
+      x = __byte_perm(x, y, 0x3210 + i) ^ (y >> 3);
+      y = __byte_perm(y, x, 0x7531) + x;
+    }
+    acc ^= x ^ y;
+    if (h & 1) {  // the unit's last step: its "partial"
+      out[static_cast<int64_t>(h >> 1) * (32 * C) + t] = acc;
+      acc = 0;
+    }
+  }
+}
+
+template <int C, bool BULK>
+static int ws_smem_and_occupancy(int ring, int* blocks_per_sm, int smem_min = 0) {
+  const int smem = ring * kMimicStage > smem_min ? ring * kMimicStage : smem_min;
+  cudaFuncSetAttribute(ws_mimic_kernel<C, BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, ws_mimic_kernel<C, BULK>, 32 * (C + 1), smem);
+  return smem;
+}
+
+template <int C, bool BULK>
+static int launch_ws(int blocks, int ring, const uint8_t* w, const uint8_t* sc, const uint8_t* act, int tiles,
+                     int total_steps, int per, int splits, int work, int dynamic, unsigned* counter, unsigned base,
+                     unsigned* out, cudaStream_t stream, int smem_min) {
+  int occ = 0;
+  const int smem = ws_smem_and_occupancy<C, BULK>(ring, &occ, smem_min);
+  ws_mimic_kernel<C, BULK><<<blocks, 32 * (C + 1), smem, stream>>>(w, sc, act, tiles, total_steps, per, splits, work,
+                                                                    ring, dynamic, counter, base, out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// consumers: 4 or 8 warps; ring: 2..16 stages; blocks: the persistent grid; dynamic: take units
+// from *counter (which the caller advances: `base` is its value before this launch, and every
+// launch takes exactly units + blocks values from it); bulk: the producer is one lane issuing
+// cp.async.bulk copies, else a whole warp issuing 16-byte cp.async copies. blocks = the unit count
+// with static takes is a block per unit, as mimic_kernel launches; smem_min then holds the blocks
+// an SM to mimic_kernel's 8 (dynamic shared memory at least this).
+extern "C" int probe_ws_mimic(const void* w, const void* sc, const void* act, int tiles, int total_steps, int splits,
+                              int work, int consumers, int ring, int blocks, int dynamic, int bulk,
+                              unsigned* counter, unsigned base, unsigned* out, cudaStream_t stream, int smem_min) {
+  if (ring < 2 || ring > kWsMaxRing) return -2;
+  const int per = (total_steps + splits - 1) / splits;
+  auto W = static_cast<const uint8_t*>(w);
+  auto SC = static_cast<const uint8_t*>(sc);
+  auto A = static_cast<const uint8_t*>(act);
+#define WS(C, B)                                                                                                   \
+  if (consumers == C && (bulk != 0) == B)                                                                          \
+    return launch_ws<C, B>(blocks, ring, W, SC, A, tiles, total_steps, per, splits, work, dynamic, counter, base, \
+                           out, stream, smem_min);
+  WS(4, true)
+  WS(4, false)
+  WS(8, true)
+  WS(8, false)
+#undef WS
+  return -3;
+}
+
+extern "C" int probe_ws_mimic_occupancy(int consumers, int ring, int bulk, int smem_min) {
+  int occ = 0;
+  if (consumers == 4)
+    bulk ? ws_smem_and_occupancy<4, true>(ring, &occ, smem_min) : ws_smem_and_occupancy<4, false>(ring, &occ, smem_min);
+  if (consumers == 8)
+    bulk ? ws_smem_and_occupancy<8, true>(ring, &occ, smem_min) : ws_smem_and_occupancy<8, false>(ring, &occ, smem_min);
+  return occ;
 }

@@ -309,16 +309,19 @@ def test_the_weight_stream_probe_builds_against_the_kernel_headers(tmp_path: Pat
 
 @needs_nvcc
 def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> None:
-    """scripts/l2_floor_probe.cu (the ninth session's M = 1 floor, benchmarks/NOTES.md) launches
-    through kernels/cuda/streamed_launch.cuh; a change to that header must not leave the probe
-    unbuildable for the next measurement. It exports the two entry points its driver calls."""
+    """scripts/l2_floor_probe.cu (the ninth session's M = 1 floor and the thirty-second session's
+    warp-specialized mimic, benchmarks/NOTES.md) launches through kernels/cuda/streamed_launch.cuh
+    and uses hopper_async.cuh's barriers and bulk copies; a change to those headers must not leave
+    the probe unbuildable for the next measurement. It exports the entry points its two drivers
+    (l2_floor_probe.py, ws_mimic_probe.py) call."""
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "libl2probe.so"
     done = subprocess.run([str(NVCC), "-O3", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-o", str(out),
                            str(repo / "scripts" / "l2_floor_probe.cu")], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     lib = ctypes.CDLL(str(out))
-    assert hasattr(lib, "probe_read") and hasattr(lib, "probe_mimic") and hasattr(lib, "probe_mimic_occupancy")
+    assert all(hasattr(lib, name) for name in ("probe_read", "probe_mimic", "probe_mimic_occupancy",
+                                               "probe_ws_mimic", "probe_ws_mimic_occupancy"))
 
 
 def _build_dev_kernel(tmp_path: Path, source: str, flags: tuple[str, ...], kernels: int) -> Path:
