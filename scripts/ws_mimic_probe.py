@@ -74,6 +74,7 @@ def main() -> int:
     counter = torch.zeros(1, dtype=torch.int32, device="cuda")
     taken = [0]  # values the counter has given so far (every launch takes units + blocks of them)
     eight_per_sm = 227 * 1024 // 8 - 1024
+    ws_eight_per_sm = eight_per_sm - 512  # ws_mimic_kernel's barriers and headers are static shared memory
 
     def flush_write() -> None:
         flush.zero_()
@@ -121,7 +122,7 @@ def main() -> int:
             blocks = per_sm * sms if per_sm else units
             err = lib.probe_ws_mimic(wt.data_ptr(), st.data_ptr(), act.data_ptr(), tiles, steps, splits, work,
                                      consumers, ring, blocks, dynamic, bulk, counter.data_ptr(), taken[0] % 2**32,
-                                     out.data_ptr(), stream, 0 if per_sm else eight_per_sm)
+                                     out.data_ptr(), stream, 0 if per_sm else ws_eight_per_sm)
             assert err == 0, err
             if dynamic:
                 taken[0] += units + blocks
@@ -145,7 +146,7 @@ def main() -> int:
             print(f"{rows[-1]['subject']:48s} {us:8.2f} us", flush=True)
             for cfg in WS_CONFIGS:
                 consumers, ring, per_sm, dynamic, bulk = cfg
-                occ = lib.probe_ws_mimic_occupancy(consumers, ring, bulk, 0 if per_sm else eight_per_sm)
+                occ = lib.probe_ws_mimic_occupancy(consumers, ring, bulk, 0 if per_sm else ws_eight_per_sm)
                 if occ < max(per_sm, 1) or (not per_sm and occ != 8):
                     print(f"skip ws{cfg}: {occ} blocks an SM fit", flush=True)
                     continue

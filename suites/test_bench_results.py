@@ -1835,3 +1835,49 @@ def test_deeper_weight_rings_did_not_pay_on_the_h200_either() -> None:
         assert best["tiled 64x2 ring 6"] > library and best["tiled 64x1 ring 8"] > library, (row["n"], row["m"])
         if row["n"] == 17408:
             assert best["tiled 64x1 ring 4"] > 1.03 * library, (row["m"], best)
+
+
+WS_MIMIC_RUNS = "ws-mimic-m1-h100-2026-12-06.json"
+
+
+def test_a_warp_specialized_ring_streamed_no_faster_than_a_block_per_unit_at_m1() -> None:
+    """NOTES (thirty-second session): the warp-specialized mimic of fused_mma's M = 1 K loop
+    (scripts/l2_floor_probe.cu, ws_mimic_kernel: a producer lane or warp fills an mbarrier ring
+    whenever a stage is free), on an H100. Before timing, every four-consumer configuration gave
+    mimic_kernel's partials word for word on both shapes, so it moved the same bytes in the same
+    order. Then at every shape, stand-in work (0, 15, 30 rounds) and configuration (producer lane
+    with bulk copies or warp with cp.async, ring 3..12, 2..8 blocks an SM, static or dynamic
+    unit takes) it was at least 5% slower than mimic_kernel's block per unit with three stages
+    in the same run, in all four runs. Run 4 also launched it as mimic_kernel does, a block per
+    unit and 8 blocks an SM: as slow, so the persistent grid is not what loses, the handshake
+    is. ncu says part of why: at 30 rounds its warps issued at least 20% more instructions (the
+    consumers' barrier polling) and its DRAM throughput was lower."""
+    data = _experiment(WS_MIMIC_RUNS)
+    assert [run["run"] for run in data["runs"]] == [1, 2, 3, 4]
+    for run in data["runs"]:
+        assert run["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+        rows = run["rows"]
+        checks = [r for r in rows if r["subject"].startswith("check_")]
+        assert {c["subject"].split("_")[1] for c in checks} == {"17408x5120", "5120x17408"}
+        assert all(c["partials_equal_to_mimic_kernel"] for c in checks), checks
+        timed = {r["subject"]: r["median_us"] for r in rows if "median_us" in r}
+        compared = 0
+        for shape in ("17408x5120", "5120x17408"):
+            for work in (0, 15, 30):
+                grid = timed[f"mimic_{shape}_S3_grid_work{work}"]
+                ws = {k: v for k, v in timed.items() if k.startswith(f"{shape}_ws_") and k.endswith(f"_work{work}")}
+                assert len(ws) >= 6, (run["run"], shape, work)
+                if run["run"] == 4:
+                    assert sum("_grid_static_" in k for k in ws) == 3, (shape, work, sorted(ws))
+                assert min(ws.values()) >= 1.05 * grid, (run["run"], shape, work, grid, min(ws.items(),
+                                                                                          key=lambda kv: kv[1]))
+                compared += len(ws)
+        assert compared >= 36
+    ncu = {(r["subject"], r["work"]): r for r in data["ncu"]["rows"]}
+    grid, ws = ncu[("mimic_kernel S3 grid", 30)], ncu[("ws_warp_c4_r3_b8_static", 30)]
+
+    def issued(r: dict[str, Any]) -> float:
+        return r["issued_warp_per_scheduler"] * r["elapsed_cycles"]
+
+    assert issued(ws) >= 1.2 * issued(grid), (issued(ws), issued(grid))
+    assert ws["dram_throughput_pct"] < grid["dram_throughput_pct"] and ws["duration_us"] > grid["duration_us"]
