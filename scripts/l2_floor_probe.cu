@@ -327,20 +327,27 @@ __global__ void ws_mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __
   }
 }
 
+// The dynamic shared memory of a launch with `ring` stages (at least smem_min), allowed for the kernel.
 template <int C, bool BULK>
-static int ws_smem_and_occupancy(int ring, int* blocks_per_sm, int smem_min = 0) {
+static int ws_set_smem(int ring, int smem_min) {
   const int smem = ring * kMimicStage > smem_min ? ring * kMimicStage : smem_min;
   cudaFuncSetAttribute(ws_mimic_kernel<C, BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, ws_mimic_kernel<C, BULK>, 32 * (C + 1), smem);
   return smem;
+}
+
+template <int C, bool BULK>
+static int ws_occupancy(int ring, int smem_min) {
+  int blocks_per_sm = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, ws_mimic_kernel<C, BULK>, 32 * (C + 1),
+                                                ws_set_smem<C, BULK>(ring, smem_min));
+  return blocks_per_sm;
 }
 
 template <int C, bool BULK>
 static int launch_ws(int blocks, int ring, const uint8_t* w, const uint8_t* sc, const uint8_t* act, int tiles,
                      int total_steps, int per, int splits, int work, int dynamic, unsigned* counter, unsigned base,
                      unsigned* out, cudaStream_t stream, int smem_min) {
-  int occ = 0;
-  const int smem = ws_smem_and_occupancy<C, BULK>(ring, &occ, smem_min);
+  const int smem = ws_set_smem<C, BULK>(ring, smem_min);
   ws_mimic_kernel<C, BULK><<<blocks, 32 * (C + 1), smem, stream>>>(w, sc, act, tiles, total_steps, per, splits, work,
                                                                     ring, dynamic, counter, base, out);
   return static_cast<int>(cudaGetLastError());
@@ -373,10 +380,7 @@ extern "C" int probe_ws_mimic(const void* w, const void* sc, const void* act, in
 }
 
 extern "C" int probe_ws_mimic_occupancy(int consumers, int ring, int bulk, int smem_min) {
-  int occ = 0;
-  if (consumers == 4)
-    bulk ? ws_smem_and_occupancy<4, true>(ring, &occ, smem_min) : ws_smem_and_occupancy<4, false>(ring, &occ, smem_min);
-  if (consumers == 8)
-    bulk ? ws_smem_and_occupancy<8, true>(ring, &occ, smem_min) : ws_smem_and_occupancy<8, false>(ring, &occ, smem_min);
-  return occ;
+  if (consumers == 4) return bulk ? ws_occupancy<4, true>(ring, smem_min) : ws_occupancy<4, false>(ring, smem_min);
+  if (consumers == 8) return bulk ? ws_occupancy<8, true>(ring, smem_min) : ws_occupancy<8, false>(ring, smem_min);
+  return 0;
 }

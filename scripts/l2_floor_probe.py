@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import datetime
 import json
 import statistics
+import subprocess
+import sys
 
 import torch
 from nvfp4_kernels import cuda_backend, layout
@@ -43,8 +46,16 @@ def timed(fn, flush_fn, reps=21):
 
 
 def write_rows(path: str, rows: list[dict]) -> None:
-    """The probe's rows with the GPU, torch and CUDA they ran on."""
-    prov = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda}
+    """The probe's rows with what produced them: GPU, driver, torch, CUDA, the UTC time and the
+    command (the driver from nvidia-smi where there is one)."""
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, check=True).stdout.split("\n")[0].strip()
+    except (OSError, subprocess.CalledProcessError):
+        driver = "unknown (no nvidia-smi)"
+    prov = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "python " + " ".join(sys.argv), "gpu": torch.cuda.get_device_name(0), "driver": driver,
+            "torch": torch.__version__, "cuda": torch.version.cuda}
     with open(path, "w") as fh:
         json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
 

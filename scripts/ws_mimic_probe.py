@@ -20,13 +20,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
-import json
-import subprocess
-import sys
 
 import torch
-from l2_floor_probe import timed
+from l2_floor_probe import timed, write_rows
 
 SHAPES = (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13))
 # (consumer warps, ring stages, blocks an SM (0: a block per unit, 8 an SM, as mimic_kernel), dynamic unit takes,
@@ -38,20 +34,6 @@ WS_CONFIGS = ((4, 3, 0, 0, 0), (4, 3, 0, 0, 1), (4, 4, 0, 0, 0),
 WORKS = (0, 15, 30)
 # --profile: (work, config or None for mimic_kernel), launched in this order, static takes only
 PROFILED = ((0, None), (0, (4, 3, 8, 0, 0)), (30, None), (30, (4, 3, 8, 0, 0)), (0, (4, 8, 4, 0, 1)))
-
-
-def write_provenanced_rows(path: str, rows: list[dict]) -> None:
-    """The rows with what produced them: GPU, driver, torch, CUDA, the UTC time and the command."""
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, check=True).stdout.split("\n")[0].strip()
-    except (OSError, subprocess.CalledProcessError):
-        driver = "unknown (no nvidia-smi)"
-    prov = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python " + " ".join(sys.argv), "gpu": torch.cuda.get_device_name(0), "driver": driver,
-            "torch": torch.__version__, "cuda": torch.version.cuda}
-    with open(path, "w") as fh:
-        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
 
 
 def config_name(cfg: tuple) -> str:
@@ -182,7 +164,7 @@ def main() -> int:
     for r in rows:
         if "median_us" in r:
             print(f"{r['subject']:48s} {r['median_us']:8.2f} {100 * copy / r['median_us']:8.1f}%")
-    write_provenanced_rows(args.out, rows)
+    write_rows(args.out, rows)
     return 1 if failures else 0
 
 
