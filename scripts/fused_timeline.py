@@ -144,7 +144,7 @@ def load_pair(paths: dict[str, Path]) -> dict[str, ctypes.CDLL]:
     libs = {}
     for name, path in paths.items():
         lib = ctypes.CDLL(str(path))
-        for fn in ("nvfp4_launch_fused_tiled", "nvfp4_fused_occupancy", "nvfp4_fused_tiles"):
+        for fn in ("nvfp4_launch_fused_tiled", "nvfp4_fused_occupancy", "nvfp4_fused_tiles", "nvfp4_fused_tile"):
             restype, argtypes = cuda_backend._SIGNATURES[fn]
             getattr(lib, fn).restype, getattr(lib, fn).argtypes = restype, argtypes
         libs[name] = lib
@@ -160,6 +160,20 @@ def read_records(lib: ctypes.CDLL, blocks: int) -> np.ndarray:
     if err:
         raise RuntimeError(f"nvfp4_timeline_read: CUDA error {err}")
     return buf
+
+
+def steps_done_per_us(rec: np.ndarray, ghz: float) -> list[int]:
+    """K steps the launch's blocks finished in each microsecond of the call (globaltimer axis from
+    the first block's start). A block's steps are placed evenly between its first data and the end
+    of its K loop, on its own clock; times the DRAM bytes of a step, this is the rate the call
+    consumed its weights at, microsecond by microsecond."""
+    start_us = (rec["gt_start"].astype(np.int64) - int(rec["gt_start"].min())) / 1000.0
+    first = start_us + (rec["c_first"] - rec["c_start"]).astype(np.float64) / ghz / 1000.0
+    loop_end = start_us + (rec["c_loop_end"] - rec["c_start"]).astype(np.float64) / ghz / 1000.0
+    steps = rec["steps"].astype(np.int64)
+    done = np.concatenate([first[b] + np.arange(1, steps[b] + 1) * (loop_end[b] - first[b]) / steps[b]
+                           for b in range(rec.size)])
+    return np.bincount(np.floor(done).astype(np.int64)).tolist()
 
 
 def summarize(rec: np.ndarray) -> dict:
@@ -222,6 +236,7 @@ def summarize(rec: np.ndarray) -> dict:
         "first_data_share_of_block": round(float(first.sum() / total.sum()), 4),
         "epilogue_share_of_block": round(float(epilogue.sum() / total.sum()), 4),
         "resident_blocks_every_0.5us": resident,
+        "steps_done_every_1us": steps_done_per_us(rec, ghz),
     }
 
 
@@ -278,7 +293,11 @@ def main() -> int:
                                                        scale_bytes)
                     assert err == 0, err
 
-                row = {"n": n, "k": k, "m": m, "splits": splits, "reduction": reduction, "occupancy": occupancy}
+                # DRAM bytes of one block's K step: its weight rows' 64 code bytes and 8 scale bytes
+                # (the activations come from L2)
+                step_bytes = (int(libs["plain"].nvfp4_fused_tile(m)) >> 16) * (64 + 8)
+                row = {"n": n, "k": k, "m": m, "splits": splits, "reduction": reduction, "occupancy": occupancy,
+                       "dram_bytes_per_block_step": step_bytes}
                 for name, lib in libs.items():
                     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
                     row[f"{name}_flushed_us"] = round(timer(lambda: run(lib, out), flush, reps=21), 2)
@@ -318,6 +337,8 @@ def main() -> int:
                       f"{c0['loop_us']['p50']} (wait share {c0['loop_wait_share']}) + epilogue "
                       f"{c0['epilogue_us']['p50']}; per step p50 {c0['per_step_us']['p50']} us; "
                       f"SM last end by its blocks {c0['sm_last_end_us_by_blocks']}", flush=True)
+                rate = [f"{steps * step_bytes / 1e6:.1f}" for steps in c0["steps_done_every_1us"]]
+                print(f"    consumed TB/s, microsecond by microsecond: {' '.join(rate)}", flush=True)
     write_rows(args.out, rows)
     return 0
 

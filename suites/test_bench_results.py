@@ -17,6 +17,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -1935,3 +1936,38 @@ def test_the_fused_timeline_on_an_h100_ends_with_the_sms_that_ran_most_blocks() 
             assert np.median((rec["c_first"] - rec["c_start"]) / ghz / 1000.0) > 2.0, key
     for shape in ((17408, 5120), (5120, 17408)):
         assert spans[(*shape, 1, "last_block")] >= spans[(*shape, 1, "finalize")] + 1.5, (shape, spans)
+
+
+def test_the_fused_timeline_on_an_h100_dips_at_the_wave_change_of_a_two_wave_grid() -> None:
+    """NOTES (thirty-third session, "The wave change"): the rate at which the call consumed its
+    weight bytes, recomputed from each M = 1 row's raw records with scripts/fused_timeline.py's
+    steps_done_per_us. The one-wave grid (5120 x 17408, 640 blocks) stays above 80% of its plateau
+    from the end of its ramp to the start of its drain; the 1.8-wave grid (17408 x 5120, 1904
+    blocks on 1056 slots) falls below 40% of its plateau between 11 and 18 us, when its first
+    wave's blocks all end, and is back above 90% after it."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import fused_timeline
+    finally:
+        sys.path.pop(0)
+    data = _experiment(TIMELINE_H100)
+    dtype = np.dtype([("smid", "<u4"), ("steps", "<u4")] + [(f, "<u8") for f in fused_timeline.RECORD_FIELDS])
+    for row in data["rows"]:
+        if row["m"] != 1:
+            continue
+        raw = row["last_call_records"]
+        rec = np.zeros(len(raw["smid"]), dtype=dtype)
+        for field, values in raw.items():
+            rec[field] = values
+        rate = np.asarray(fused_timeline.steps_done_per_us(rec, row["calls"][-1]["sm_clock_ghz"]), dtype=float)
+        rate *= 64 * (64 + 8) / 1e6  # a 64-row tile's DRAM bytes a step: TB/s
+        plateau = float(np.percentile(rate, 90))
+        assert 2.5 <= plateau <= 3.5, (row["n"], row["reduction"], plateau)  # the H100's DRAM: 3.35 TB/s
+        streaming = np.flatnonzero(rate >= 0.8 * plateau)
+        body = rate[streaming[0]:streaming[-1] + 1]
+        if row["n"] == 5120:
+            assert body.min() >= 0.8 * plateau, (row["reduction"], rate.round(1).tolist())
+        else:
+            dip = int(np.argmin(body)) + int(streaming[0])
+            assert 11 <= dip <= 18 and rate[dip] < 0.4 * plateau, (row["reduction"], rate.round(1).tolist())
+            assert rate[dip:].max() >= 0.9 * plateau, (row["reduction"], rate.round(1).tolist())

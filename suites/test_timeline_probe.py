@@ -76,6 +76,14 @@ def test_the_summary_recovers_the_durations_the_records_were_made_from(timeline)
     last_end = [max((int(rec["gt_end"][b]) - int(rec["gt_start"].min())) / 1000.0 for b in range(blocks) if b % 4 == sm)
                 for sm in range(4)]
     assert s["sm_last_end_us_by_blocks"] == {"4": pytest.approx(float(np.median(last_end)))}
+    # each block's 6 steps end evenly over its loop (1.5 us to 9 us after its start): 2.75, 4.0, ...
+    expected = [0] * 21
+    for b in range(blocks):
+        block_start_us = (int(rec["gt_start"][b]) - int(rec["gt_start"].min())) / 1000.0
+        for i in range(1, 7):
+            expected[int(block_start_us + 1.5 + i * 7.5 / 6)] += 1
+    assert s["steps_done_every_1us"] == expected[:len(s["steps_done_every_1us"])]
+    assert sum(s["steps_done_every_1us"]) == 6 * blocks
     resident = s["resident_blocks_every_0.5us"]
     assert resident[0] == 1 and max(resident) == 8 and resident[-1] == 0
     # a block whose first-data stamp was never written (0) is refused, not summarized
