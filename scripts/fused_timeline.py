@@ -18,13 +18,20 @@ instrumentation's own cost is on record; then the instrumented call is run flush
 its records read back. Tile-contiguous weights with their scale-byte range, the host's split
 count and split-K sum, bf16, as the dispatcher runs M = 1 and 16 on the large shapes.
 
-    python scripts/fused_timeline.py --out FILE [--ms 1,16] [--shapes 17408x5120,5120x17408]
+    python scripts/fused_timeline.py --build-only --build-dir kernels/_build/timeline   # here (nvcc)
+    python scripts/fused_timeline.py --build-dir kernels/_build/timeline --out FILE \
+        [--ms 1,16] [--shapes 17408x5120,5120x17408] [--reductions host,finalize]      # on the GPU
+
+Without --build-dir it builds into a temporary folder first (two nvcc builds of fused_mma.cu,
+a few minutes). Each row of FILE keeps its calls' summaries (see summarize) and the raw records of
+its last call; the summary line printed per row ends with the weight-byte rate per microsecond.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import statistics
 import subprocess
 import sys
@@ -124,14 +131,18 @@ def instrumented_source(src: str) -> str:
 
 def build_pair(workdir: Path) -> dict[str, Path]:
     """The plain and the instrumented library, built the same way (the library's flags and targets)
-    into ``workdir``; a library already there is kept (build here, carry it to the device)."""
+    into ``workdir``. Each is named by a hash of its source and the headers beside it, so a library
+    already there is the build of this tree's kernel and is kept (build here, carry it to the
+    device), and a changed kernel builds anew."""
     workdir.mkdir(parents=True, exist_ok=True)
     src = build.CUDA_SOURCE_DIR / "fused_mma.cu"
     inst = workdir / "fused_mma_timeline.cu"
     inst.write_text(instrumented_source(src.read_text()))
+    headers = b"".join(p.read_bytes() for p in sorted(build.CUDA_SOURCE_DIR.glob("*.cuh")))
     paths = {}
     for name, source in (("plain", src), ("timeline", inst)):
-        out = workdir / f"fused_{name}.so"
+        key = hashlib.sha256(source.read_bytes() + headers + " ".join(build.BASE_FLAGS).encode()).hexdigest()[:16]
+        out = workdir / f"fused_{name}_{key}.so"
         if not out.exists():
             cmd = [build.find_nvcc(), *build.BASE_FLAGS, *build.gencode_flags(build.resolve_archs()), "-I",
                    str(build.CUDA_SOURCE_DIR), "-shared", "-cudart", "static", "-o", str(out), str(source)]
@@ -242,7 +253,7 @@ def summarize(rec: np.ndarray) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="the JSON file the rows are written to (needed unless --build-only)")
     ap.add_argument("--ms", default="1,16")
     ap.add_argument("--shapes", default="17408x5120,5120x17408")
     ap.add_argument("--runs", type=int, default=5)
@@ -258,6 +269,8 @@ def main() -> int:
             ap.error("--build-only needs --build-dir")
         print(build_pair(Path(args.build_dir)))
         return 0
+    if not args.out:
+        ap.error("--out is needed to run (only --build-only goes without it)")
     stream = torch.cuda.current_stream().cuda_stream
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
