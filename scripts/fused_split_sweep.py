@@ -10,7 +10,6 @@ replay (20 calls per graph: the kernels' own time, no launch gaps), in ``<layout
 
 from __future__ import annotations
 
-import json
 import sys
 
 import torch
@@ -20,6 +19,7 @@ from nvfp4_kernels.tiling import MAX_SPLITS, MIN_STEPS_PER_SPLIT, fused_split_co
 sys.path.insert(0, "scripts")
 from fused_dev import make, timer, to_dev  # noqa: E402
 from fused_reduction_ab import graph_time_us  # noqa: E402
+from l2_floor_probe import write_rows  # noqa: E402
 
 
 def main() -> int:
@@ -54,8 +54,7 @@ def main() -> int:
                 rows.append(row)
                 line.append(f"{c}{'*' if c == host else ''}:{row['row_major_us']:.1f}/{row['tiled_us']:.1f}")
             print(f"{n}x{k} M={m}: " + " ".join(line), flush=True)
-    with open(sys.argv[3], "w") as fh:
-        json.dump({"rows": rows}, fh, indent=1)
+    write_rows(sys.argv[3], rows)  # with the GPU, driver, torch, CUDA, date and command
     return 0
 
 
