@@ -28,6 +28,11 @@
 # ablate: scripts/ws_dev/ablate_dev.py, fused_wgmma with its decode, MMAs or weight loads compiled
 #         out, beside the full kernel and fused_mma (needs python scripts/ws_dev/ra_dev.py --out
 #         /tmp/ra --prebuild --ablations here first, and kernels/_build carried).
+# timeline: scripts/fused_timeline.py, a per-block timeline of fused_mma's flushed calls at M = 1
+#         and 16 on both large shapes, with the host's split-K sum and the finalize kernel's
+#         (benchmarks/NOTES.md, thirty-third session); build its two libraries here first
+#         (python scripts/fused_timeline.py --build-only --build-dir kernels/_build/timeline) and
+#         carry kernels/_build, or it builds them on the device (a few minutes);
 # library-ab: scripts/fused_library_ab.py, a baseline build of the library against this tree's on
 #         the fused path (tile-contiguous weights; timed in bf16, bits compared in both types; same
 #         bits expected where both split alike), with a provenance record beside it:
@@ -36,7 +41,7 @@
 #         Path("kernels/_build/base")) and carry kernels/_build); $NVFP4_AB_MS and $NVFP4_AB_SHAPES
 #         choose the rows (default M = 2..64 on both large shapes and 4096 x 4096).
 set -uo pipefail
-phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|stalls|ablate|library-ab|all[,...]}
+phase=${1:?usage: gpu_session.sh verify|mutants|bench|paths|wgmma|mma-order|host|stalls|ablate|timeline|library-ab|all[,...]}
 # wants P: P is one of the comma-separated phases asked for (all: verify, mutants, bench)
 wants() {
   local p
@@ -145,6 +150,13 @@ fi
 if wants ablate; then
   step "fused_wgmma with parts compiled out (dev builds), beside the full kernel and fused_mma"
   python3 scripts/ws_dev/ablate_dev.py --out "$OUT/ablate" 2>&1 | tee "$OUT/ablate.log" | tail -12 || status=1
+fi
+
+if wants timeline; then
+  step "fused_mma's calls block by block (instrumented build beside the plain one)"
+  gpu_tag=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cs 'A-Za-z0-9' '-' | tr 'A-Z' 'a-z')
+  python3 scripts/fused_timeline.py --build-dir kernels/_build/timeline --reductions host,finalize \
+    --out "$OUT/fused-timeline-${gpu_tag%-}-$commit.json" 2>&1 | tee "$OUT/timeline.log" | tail -14 || status=1
 fi
 
 if wants library-ab; then
