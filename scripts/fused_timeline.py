@@ -152,6 +152,8 @@ def build_pair(workdir: Path) -> dict[str, Path]:
 
 
 def load_pair(paths: dict[str, Path]) -> dict[str, ctypes.CDLL]:
+    """The two libraries with the entry points this script calls typed from the package's table
+    (cuda_backend._SIGNATURES), and the instrumented one's record reader."""
     libs = {}
     for name, path in paths.items():
         lib = ctypes.CDLL(str(path))
@@ -165,6 +167,7 @@ def load_pair(paths: dict[str, Path]) -> dict[str, ctypes.CDLL]:
 
 
 def read_records(lib: ctypes.CDLL, blocks: int) -> np.ndarray:
+    """The first ``blocks`` records of the instrumented library's device array (its last launch)."""
     dtype = np.dtype([("smid", "<u4"), ("steps", "<u4")] + [(f, "<u8") for f in RECORD_FIELDS])
     buf = np.zeros(blocks, dtype=dtype)
     err = lib.nvfp4_timeline_read(buf.ctypes.data, blocks)
@@ -225,7 +228,7 @@ def summarize(rec: np.ndarray) -> dict:
                           for c in np.unique(per_sm[per_sm > 0])}
     sorted_starts = np.unique(rec["gt_start"])
     resolution = int(np.diff(sorted_starts).min()) if sorted_starts.size > 1 else 0
-    # blocks resident at each microsecond of the call, from the start and end stamps
+    # blocks resident every half microsecond of the call, from the start and end stamps
     grid = np.arange(0.0, float(end_us.max()) + 1.0, 0.5)
     resident = [int(((start_us <= x) & (end_us > x)).sum()) for x in grid]
 
