@@ -50,6 +50,8 @@ from l2_floor_probe import write_rows  # noqa: E402
 MAX_BLOCKS = 1 << 16
 # one record per block: smid, steps, then eight u64 (see RECORD_FIELDS)
 RECORD_FIELDS = ("gt_start", "gt_end", "c_start", "c_first", "c_loop_end", "c_end", "wait_cycles", "unused")
+#: the device's TimelineRecord as numpy reads it
+RECORD_DTYPE = np.dtype([("smid", "<u4"), ("steps", "<u4")] + [(f, "<u8") for f in RECORD_FIELDS])
 
 TIMELINE_DEFS = r"""
 struct TimelineRecord {
@@ -168,12 +170,20 @@ def load_pair(paths: dict[str, Path]) -> dict[str, ctypes.CDLL]:
 
 def read_records(lib: ctypes.CDLL, blocks: int) -> np.ndarray:
     """The first ``blocks`` records of the instrumented library's device array (its last launch)."""
-    dtype = np.dtype([("smid", "<u4"), ("steps", "<u4")] + [(f, "<u8") for f in RECORD_FIELDS])
-    buf = np.zeros(blocks, dtype=dtype)
+    buf = np.zeros(blocks, dtype=RECORD_DTYPE)
     err = lib.nvfp4_timeline_read(buf.ctypes.data, blocks)
     if err:
         raise RuntimeError(f"nvfp4_timeline_read: CUDA error {err}")
     return buf
+
+
+def records_from_lists(raw: dict[str, list[int]]) -> np.ndarray:
+    """A row's ``last_call_records`` (one list per field, as the output file keeps them) back as
+    records."""
+    rec = np.zeros(len(raw["smid"]), dtype=RECORD_DTYPE)
+    for field, values in raw.items():
+        rec[field] = values
+    return rec
 
 
 def steps_done_per_us(rec: np.ndarray, ghz: float) -> list[int]:
@@ -321,13 +331,12 @@ def main() -> int:
                 torch.cuda.synchronize()
                 plain_bits, timeline_bits = (outs[name].view(torch.int16) for name in ("plain", "timeline"))
                 row["same_bits"] = bool(torch.equal(plain_bits, timeline_bits))
-                blocks = None
+                blocks = int(libs["plain"].nvfp4_fused_tiles(m, n)) * splits
                 calls = []
                 for _ in range(args.runs):
                     flush.zero_()
                     run(libs["timeline"], outs["timeline"])
                     torch.cuda.synchronize()
-                    blocks = int(libs["plain"].nvfp4_fused_tiles(m, n)) * splits
                     rec = read_records(libs["timeline"], blocks)
                     try:
                         summary = summarize(rec)

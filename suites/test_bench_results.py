@@ -1966,14 +1966,10 @@ def test_the_fused_timeline_on_an_h100_dips_at_the_wave_change_of_a_two_wave_gri
     finally:
         sys.path.pop(0)
     data = _experiment(TIMELINE_H100)
-    dtype = np.dtype([("smid", "<u4"), ("steps", "<u4")] + [(f, "<u8") for f in fused_timeline.RECORD_FIELDS])
     for row in data["rows"]:
         if row["m"] != 1:
             continue
-        raw = row["last_call_records"]
-        rec = np.zeros(len(raw["smid"]), dtype=dtype)
-        for field, values in raw.items():
-            rec[field] = values
+        rec = fused_timeline.records_from_lists(row["last_call_records"])
         rate = np.asarray(fused_timeline.steps_done_per_us(rec, row["calls"][-1]["sm_clock_ghz"]), dtype=float)
         rate *= 64 * (64 + 8) / 1e6  # a 64-row tile's DRAM bytes a step: TB/s
         plateau = float(np.percentile(rate, 90))

@@ -44,9 +44,8 @@ def test_the_summary_recovers_the_durations_the_records_were_made_from(timeline)
     """Synthetic records of a launch of two waves on 4 SMs at 2 GHz: each block starts, waits 3000
     cycles for its first step's data, runs 6 steps with 1000 cycles of waits, and takes 2000 cycles
     after its loop; the summary must give those times back in us and the waves' shape."""
-    dtype = np.dtype([("smid", "<u4"), ("steps", "<u4")] + [(f, "<u8") for f in timeline.RECORD_FIELDS])
     blocks = 16
-    rec = np.zeros(blocks, dtype=dtype)
+    rec = np.zeros(blocks, dtype=timeline.RECORD_DTYPE)
     rec["smid"] = np.arange(blocks) % 4
     rec["steps"] = 6
     wave = np.arange(blocks) // 8  # 8 resident blocks: the second 8 start as the first 8 end
