@@ -54,9 +54,16 @@ extern "C" int probe_read(const void* p, long long nbytes, unsigned* out, int bl
 // A mimic of fused_mma's M = 1 K loop on tile-contiguous weights, without its decode: blocks of 128
 // threads, each (tile, split) unit a run of 4 KB weight + 512 B scale + 256 B activation steps
 // through a ring of S cp.async stages with one barrier per step; `work` rounds of integer ops per
-// step stand in for the decode. PERSIST: a grid of at most the resident blocks, each walking its
-// units (blockIdx.x, + gridDim.x, ...) with one pipeline that runs on across unit boundaries (the
-// next unit's first steps are in flight while the last steps of this one are computed).
+// step stand in for the decode. WALK (kWalk*): a block per unit; or a grid of at most the resident
+// blocks, each walking its units with one pipeline that runs on across unit boundaries (the next
+// unit's first steps are in flight while the last steps of this one are computed), taken either
+// statically (blockIdx.x, + gridDim.x, ...) or dynamically: a block's first unit is blockIdx.x, and
+// each later one comes from a global counter (take[0]; gridDim.x + the count), which thread 0
+// bumps when the load side starts a unit, so the atomic's round trip is hidden behind that unit's
+// steps and the next unit goes to whichever block frees its pipeline first (as the hardware hands
+// a block-per-unit grid's next block to the first free slot). The block that exits last puts the
+// counter (and the exit count, take[1]) back to 0 for the next launch. Units of fewer than S steps
+// are not walked dynamically (see c_next).
 __device__ __forceinline__ void cpa16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
@@ -65,17 +72,23 @@ template <int N>
 __device__ __forceinline__ void cpa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 constexpr int kMimicStage = 4096 + 512 + 256;
+constexpr int kWalkNone = 0, kWalkStatic = 1, kWalkDynamic = 2;
 
-template <int S, bool PERSIST>
+template <int S, int WALK>
 __global__ void __launch_bounds__(128, 8)
 mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ sc, const uint8_t* __restrict__ act,
-             int tiles, int total_steps, int steps_per_split, int splits, int work, unsigned* __restrict__ out) {
+             int tiles, int total_steps, int steps_per_split, int splits, int work, unsigned* __restrict__ out,
+             unsigned* __restrict__ take) {
   extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int taken;  // the dynamic walk's next unit, written by thread 0 a barrier before it is read
   const int tid = threadIdx.x;
   const int units = tiles * splits;
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  // the load side's position: unit and step inside it
-  int l_unit = blockIdx.x, l_step = 0;
+  // the load side's position: unit and step inside it; c_next (dynamic walk): the unit the load
+  // side moved to after the one the compute side is on (units have at least S steps, so the
+  // compute side is on the unit the load side leaves when it leaves it, and a barrier lies between
+  // thread 0's write of `taken` and every thread's read)
+  int l_unit = blockIdx.x, l_step = 0, c_next = units;
   auto unit_steps = [&](int u) {
     const int split = u / tiles;
     const int b = split * steps_per_split;
@@ -91,16 +104,21 @@ mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ sc, cons
       cpa16(st + 2048 + tid * 16, wp + 2048 + tid * 16);
       if (tid < 32) cpa16(st + 4096 + tid * 16, sc + (static_cast<int64_t>(tile) * total_steps + step) * 512 + tid * 16);
       if (tid < 16) cpa16(st + 4608 + tid * 16, act + step * 256 + tid * 16);
+      if (WALK == kWalkDynamic && l_step == 0 && tid == 0) {
+        taken = static_cast<int>(gridDim.x + atomicAdd(take, 1u));
+      }
       if (++l_step == unit_steps(l_unit)) {
         l_step = 0;
-        l_unit = PERSIST ? l_unit + gridDim.x : units;
+        l_unit = WALK == kWalkNone ? units : WALK == kWalkStatic ? l_unit + gridDim.x : min(taken, units);
+        c_next = l_unit;
       }
     }
     cpa_commit();
   };
   for (int s = 0; s < S - 1; ++s) issue(s);
   int load_slot = S - 1, comp_slot = 0;
-  for (int c_unit = blockIdx.x; c_unit < units; c_unit = PERSIST ? c_unit + gridDim.x : units) {
+  for (int c_unit = blockIdx.x; c_unit < units;
+       c_unit = WALK == kWalkDynamic ? c_next : WALK == kWalkStatic ? c_unit + gridDim.x : units) {
     const int steps = unit_steps(c_unit);
     unsigned acc = 0;
     for (int s = 0; s < steps; ++s) {
@@ -123,52 +141,86 @@ mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ sc, cons
     }
     out[static_cast<int64_t>(c_unit) * 128 + tid] = acc;  // the unit's "partial"
   }
+  if (WALK == kWalkDynamic) {
+    // every take of this block is done; the last block out resets the counters for the next launch
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();
+      if (atomicAdd(take + 1, 1u) == gridDim.x - 1) {
+        take[0] = 0;
+        take[1] = 0;
+      }
+    }
+  }
 }
 
-template <int S, bool P>
+template <int S, int WALK>
 static int launch_mimic(int blocks, const uint8_t* w, const uint8_t* sc, const uint8_t* act, int tiles, int total_steps,
-                        int steps_per_split, int splits, int work, unsigned* out, cudaStream_t stream, int smem_min) {
+                        int steps_per_split, int splits, int work, unsigned* out, unsigned* take, cudaStream_t stream,
+                        int smem_min) {
   const int smem = S * kMimicStage > smem_min ? S * kMimicStage : smem_min;
-  cudaFuncSetAttribute(mimic_kernel<S, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  mimic_kernel<S, P><<<blocks, 128, smem, stream>>>(w, sc, act, tiles, total_steps, steps_per_split, splits, work, out);
+  cudaFuncSetAttribute(mimic_kernel<S, WALK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  mimic_kernel<S, WALK><<<blocks, 128, smem, stream>>>(w, sc, act, tiles, total_steps, steps_per_split, splits, work,
+                                                        out, take);
   return static_cast<int>(cudaGetLastError());
 }
 
-// persist: 0 a block per unit; else a grid of `persist` blocks. stages 3, 4 or 6.
+// persist: 0 a block per unit; else a grid of `persist` blocks walking statically. stages 3, 4 or 6.
 // smem_min: dynamic shared memory per block at least this (to hold the mimic to the real kernel's
 // 8 blocks per SM).
-extern "C" int probe_mimic(const void* w, const void* sc, const void* act, int tiles, int total_steps, int splits,
-                           int work, int stages, int persist, unsigned* out, cudaStream_t stream, int smem_min) {
+static int mimic_walk(const void* w, const void* sc, const void* act, int tiles, int total_steps, int splits, int work,
+                      int stages, int blocks_or_0, int walk, unsigned* out, unsigned* take, cudaStream_t stream,
+                      int smem_min) {
   const int per = (total_steps + splits - 1) / splits;
   const int units = tiles * splits;
   auto W = static_cast<const uint8_t*>(w);
   auto SC = static_cast<const uint8_t*>(sc);
   auto A = static_cast<const uint8_t*>(act);
-  const int blocks = persist ? (persist < units ? persist : units) : units;
-#define MIMIC(S)                                                                                     \
-  if (stages == S) {                                                                                 \
-    return persist ? launch_mimic<S, true>(blocks, W, SC, A, tiles, total_steps, per, splits, work, out, stream, smem_min) \
-                   : launch_mimic<S, false>(blocks, W, SC, A, tiles, total_steps, per, splits, work, out, stream, smem_min); \
+  const int blocks = blocks_or_0 ? (blocks_or_0 < units ? blocks_or_0 : units) : units;
+#define MIMIC(S, WALK)                                                                                       \
+  if (stages == S && walk == WALK) {                                                                          \
+    return launch_mimic<S, WALK>(blocks, W, SC, A, tiles, total_steps, per, splits, work, out, take, stream, \
+                                 smem_min);                                                                  \
   }
-  MIMIC(3)
-  MIMIC(4)
-  MIMIC(6)
+  MIMIC(3, kWalkNone)
+  MIMIC(3, kWalkStatic)
+  MIMIC(4, kWalkStatic)
+  MIMIC(6, kWalkStatic)
+  MIMIC(3, kWalkDynamic)
+  MIMIC(4, kWalkDynamic)
 #undef MIMIC
   return -1;
+}
+
+extern "C" int probe_mimic(const void* w, const void* sc, const void* act, int tiles, int total_steps, int splits,
+                           int work, int stages, int persist, unsigned* out, cudaStream_t stream, int smem_min) {
+  return mimic_walk(w, sc, act, tiles, total_steps, splits, work, stages, persist, persist ? kWalkStatic : kWalkNone,
+                    out, nullptr, stream, smem_min);
+}
+
+// The dynamic walk: a grid of `blocks` blocks (stages 3 or 4); `take` is two device words, 0 before
+// the first launch (every launch leaves them 0). -1 where a unit has fewer than `stages` steps.
+extern "C" int probe_mimic_dynamic(const void* w, const void* sc, const void* act, int tiles, int total_steps,
+                                   int splits, int work, int stages, int blocks, unsigned* out, unsigned* take,
+                                   cudaStream_t stream, int smem_min) {
+  const int per = (total_steps + splits - 1) / splits;
+  if (blocks < 1 || per < stages || total_steps - (splits - 1) * per < stages) return -1;
+  return mimic_walk(w, sc, act, tiles, total_steps, splits, work, stages, blocks, kWalkDynamic, out, take, stream,
+                    smem_min);
 }
 
 extern "C" int probe_mimic_occupancy(int stages, int smem_min) {
   int b = 0;
   const int smem = stages * kMimicStage > smem_min ? stages * kMimicStage : smem_min;
   if (stages == 3) {
-    cudaFuncSetAttribute(mimic_kernel<3, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<3, true>, 128, smem);
+    cudaFuncSetAttribute(mimic_kernel<3, kWalkStatic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<3, kWalkStatic>, 128, smem);
   } else if (stages == 4) {
-    cudaFuncSetAttribute(mimic_kernel<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<4, true>, 128, smem);
+    cudaFuncSetAttribute(mimic_kernel<4, kWalkStatic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<4, kWalkStatic>, 128, smem);
   } else {
-    cudaFuncSetAttribute(mimic_kernel<6, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<6, true>, 128, smem);
+    cudaFuncSetAttribute(mimic_kernel<6, kWalkStatic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<6, kWalkStatic>, 128, smem);
   }
   return b;
 }

@@ -312,8 +312,10 @@ def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> No
     """scripts/l2_floor_probe.cu (the ninth session's M = 1 floor and the thirty-second session's
     warp-specialized mimic, benchmarks/NOTES.md) launches through kernels/cuda/streamed_launch.cuh
     and uses hopper_async.cuh's barriers and bulk copies; a change to those headers must not leave
-    the probe unbuildable for the next measurement. It exports the entry points its two drivers
-    (l2_floor_probe.py, ws_mimic_probe.py) call."""
+    the probe unbuildable for the next measurement. It exports the entry points its three drivers
+    (l2_floor_probe.py, ws_mimic_probe.py, mimic_walk_probe.py) call, and the dynamic walk refuses,
+    before touching the device, a grid of no blocks and units shorter than its stage count (its
+    next unit is read a barrier after it is taken only when units have at least that many steps)."""
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "libl2probe.so"
     done = subprocess.run([str(NVCC), "-O3", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-o", str(out),
@@ -321,7 +323,17 @@ def test_the_floor_probe_builds_against_the_kernel_headers(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-2000:]
     lib = ctypes.CDLL(str(out))
     assert all(hasattr(lib, name) for name in ("probe_read", "probe_mimic", "probe_mimic_occupancy",
-                                               "probe_ws_mimic", "probe_ws_mimic_occupancy"))
+                                               "probe_mimic_dynamic", "probe_ws_mimic", "probe_ws_mimic_occupancy"))
+    lib.probe_mimic_dynamic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3 + [
+        ctypes.c_int]
+
+    def dynamic(total_steps: int, splits: int, stages: int, blocks: int = 8) -> int:
+        return lib.probe_mimic_dynamic(None, None, None, 1, total_steps, splits, 0, stages, blocks, None, None, None, 0)
+
+    assert dynamic(4, 2, 3) == -1  # two steps a unit, three stages
+    assert dynamic(13, 3, 4) == -1  # five steps a unit, but the last split's are 13 - 10 = 3
+    assert dynamic(9, 3, 4) == -1  # three steps a unit, four stages
+    assert dynamic(40, 7, 3, blocks=0) == -1
 
 
 def _build_dev_kernel(tmp_path: Path, source: str, flags: tuple[str, ...], kernels: int) -> Path:
