@@ -85,10 +85,11 @@ mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ sc, cons
   const int units = tiles * splits;
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   // the load side's position: unit and step inside it; c_next (dynamic walk): the unit the load
-  // side moved to after the one the compute side is on (units have at least S steps, so the
+  // side moved to after the one the compute side is on (units have at least S >= 3 steps, so the
   // compute side is on the unit the load side leaves when it leaves it, and a barrier lies between
-  // thread 0's write of `taken` and every thread's read)
+  // thread 0's write of `taken` at the unit's second step and every thread's read at its last)
   int l_unit = blockIdx.x, l_step = 0, c_next = units;
+  unsigned pending = 0;  // thread 0's take, not yet published
   auto unit_steps = [&](int u) {
     const int split = u / tiles;
     const int b = split * steps_per_split;
@@ -104,8 +105,12 @@ mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ sc, cons
       cpa16(st + 2048 + tid * 16, wp + 2048 + tid * 16);
       if (tid < 32) cpa16(st + 4096 + tid * 16, sc + (static_cast<int64_t>(tile) * total_steps + step) * 512 + tid * 16);
       if (tid < 16) cpa16(st + 4608 + tid * 16, act + step * 256 + tid * 16);
-      if (WALK == kWalkDynamic && l_step == 0 && tid == 0) {
-        taken = static_cast<int>(gridDim.x + atomicAdd(take, 1u));
+      // thread 0 takes at a unit's first step and publishes at its second: the atomic's value is
+      // first needed a step later, so its round trip does not hold warp 0 (and with it the block's
+      // next barrier)
+      if (WALK == kWalkDynamic && tid == 0) {
+        if (l_step == 0) pending = atomicAdd(take, 1u);
+        if (l_step == 1) taken = static_cast<int>(gridDim.x + pending);
       }
       if (++l_step == unit_steps(l_unit)) {
         l_step = 0;
