@@ -80,7 +80,10 @@ mimic_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ sc, cons
              int tiles, int total_steps, int steps_per_split, int splits, int work, unsigned* __restrict__ out,
              unsigned* __restrict__ take) {
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ int taken;  // the dynamic walk's next unit, written by thread 0 a barrier before it is read
+  // the dynamic walk's next unit, written by thread 0 a barrier before it is read; it lies past the
+  // ring in the dynamic shared memory (launch_mimic gives 16 bytes more), because a static
+  // __shared__ variable would add to every walk's footprint and can cost the eighth block an SM
+  int& taken = *reinterpret_cast<int*>(smem + S * kMimicStage);
   const int tid = threadIdx.x;
   const int units = tiles * splits;
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -163,7 +166,7 @@ template <int S, int WALK>
 static int launch_mimic(int blocks, const uint8_t* w, const uint8_t* sc, const uint8_t* act, int tiles, int total_steps,
                         int steps_per_split, int splits, int work, unsigned* out, unsigned* take, cudaStream_t stream,
                         int smem_min) {
-  const int smem = S * kMimicStage > smem_min ? S * kMimicStage : smem_min;
+  const int smem = S * kMimicStage + 16 > smem_min ? S * kMimicStage + 16 : smem_min;
   cudaFuncSetAttribute(mimic_kernel<S, WALK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   mimic_kernel<S, WALK><<<blocks, 128, smem, stream>>>(w, sc, act, tiles, total_steps, steps_per_split, splits, work,
                                                         out, take);
@@ -203,6 +206,8 @@ extern "C" int probe_mimic(const void* w, const void* sc, const void* act, int t
                     out, nullptr, stream, smem_min);
 }
 
+extern "C" int probe_mimic_occupancy(int stages, int smem_min);
+
 // The dynamic walk: a grid of `blocks` blocks (stages 3 or 4); `take` is two device words, 0 before
 // the first launch (every launch leaves them 0). -1 where a unit has fewer than `stages` steps.
 extern "C" int probe_mimic_dynamic(const void* w, const void* sc, const void* act, int tiles, int total_steps,
@@ -210,19 +215,25 @@ extern "C" int probe_mimic_dynamic(const void* w, const void* sc, const void* ac
                                    cudaStream_t stream, int smem_min) {
   const int per = (total_steps + splits - 1) / splits;
   if (blocks < 1 || per < stages || total_steps - (splits - 1) * per < stages) return -1;
+  // every block must be resident at once: a block waiting for a slot would hold its first unit
+  // until the walk had taken every other one
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (blocks > probe_mimic_occupancy(stages, smem_min) * sms) return -2;
   return mimic_walk(w, sc, act, tiles, total_steps, splits, work, stages, blocks, kWalkDynamic, out, take, stream,
                     smem_min);
 }
 
 extern "C" int probe_mimic_occupancy(int stages, int smem_min) {
   int b = 0;
-  const int smem = stages * kMimicStage > smem_min ? stages * kMimicStage : smem_min;
+  const int smem = stages * kMimicStage + 16 > smem_min ? stages * kMimicStage + 16 : smem_min;
   if (stages == 3) {
-    cudaFuncSetAttribute(mimic_kernel<3, kWalkStatic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<3, kWalkStatic>, 128, smem);
+    cudaFuncSetAttribute(mimic_kernel<3, kWalkDynamic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<3, kWalkDynamic>, 128, smem);
   } else if (stages == 4) {
-    cudaFuncSetAttribute(mimic_kernel<4, kWalkStatic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<4, kWalkStatic>, 128, smem);
+    cudaFuncSetAttribute(mimic_kernel<4, kWalkDynamic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<4, kWalkDynamic>, 128, smem);
   } else {
     cudaFuncSetAttribute(mimic_kernel<6, kWalkStatic>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mimic_kernel<6, kWalkStatic>, 128, smem);
