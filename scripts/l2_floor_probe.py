@@ -45,6 +45,42 @@ def timed(fn, flush_fn, reps=21):
     return statistics.median(1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
 
+MIMIC_ROW_BYTES = 17408 * 5120 // 2 + 17408 * 5120 // 16  # M = 1's row on 17408 x 5120: packed weights, scales
+
+
+def mimic_reference_rows(lib, flush_fn, label_width: int) -> list[dict]:
+    """The mimic probes' same-run references over MIMIC_ROW_BYTES: the bench's copy of them (half
+    read, half written) and the probe library's read-only kernel over all of them, each timed
+    after ``flush_fn`` as the bench times a call, printed as they come."""
+    lib.probe_read.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p] + [ctypes.c_int] * 4 + [
+        ctypes.c_void_p]
+    stream = torch.cuda.current_stream().cuda_stream
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sink = torch.zeros(1 << 16, dtype=torch.int32, device="cuda")
+    blob = torch.randint(0, 256, (MIMIC_ROW_BYTES,), dtype=torch.uint8, device="cuda")
+    src = torch.randint(0, 256, (MIMIC_ROW_BYTES // 2,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+
+    def read() -> None:
+        assert lib.probe_read(blob.data_ptr(), MIMIC_ROW_BYTES, sink.data_ptr(), sms * 8, 256, 0, 0, stream) == 0
+
+    rows = [{"subject": "copy_of_row_bytes", "median_us": round(timed(lambda: dst.copy_(src), flush_fn), 2),
+             "bytes": MIMIC_ROW_BYTES},
+            {"subject": "read_plain", "median_us": round(timed(read, flush_fn), 2), "bytes": MIMIC_ROW_BYTES}]
+    for r in rows:
+        print(f"{r['subject']:{label_width}s} {r['median_us']:8.2f} us", flush=True)
+    return rows
+
+
+def print_share_of_copy(rows: list[dict], label_width: int) -> None:
+    """Every timed row's median and its share of the same run's copy_of_row_bytes."""
+    copy = next(r["median_us"] for r in rows if r["subject"] == "copy_of_row_bytes")
+    print(f"\n{'subject':{label_width}s} {'us':>8s} {'% of copy':>9s}")
+    for r in rows:
+        if "median_us" in r:
+            print(f"{r['subject']:{label_width}s} {r['median_us']:8.2f} {100 * copy / r['median_us']:8.1f}%")
+
+
 def write_rows(path: str, rows: list[dict]) -> None:
     """The probe's rows with what produced them: GPU, driver, torch, CUDA, the UTC time and the
     command (the driver from nvidia-smi where there is one)."""

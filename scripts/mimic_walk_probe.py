@@ -26,7 +26,7 @@ import argparse
 import ctypes
 
 import torch
-from l2_floor_probe import timed, write_rows
+from l2_floor_probe import mimic_reference_rows, print_share_of_copy, timed, write_rows
 
 SHAPES = (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13))
 WORKS = (0, 15, 30)
@@ -42,8 +42,6 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="JSON file for the rows")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
-    lib.probe_read.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p] + [ctypes.c_int] * 4 + [
-        ctypes.c_void_p]
     lib.probe_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
     lib.probe_mimic_dynamic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3 + [
         ctypes.c_int]
@@ -51,12 +49,7 @@ def main() -> int:
     stream = torch.cuda.current_stream().cuda_stream
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
-    sink = torch.zeros(1 << 16, dtype=torch.int32, device="cuda")
     torch.manual_seed(0)
-    nbytes = 17408 * 5120 // 2 + 17408 * 5120 // 16
-    blob = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda")
-    src = torch.randint(0, 256, (nbytes // 2,), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
     act = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
     outs = {name: torch.zeros(1 << 20, dtype=torch.int32, device="cuda") for name, _, _ in WALKS}
     take = torch.zeros(2, dtype=torch.int32, device="cuda")
@@ -64,14 +57,7 @@ def main() -> int:
     def flush_write() -> None:
         flush.zero_()
 
-    def read() -> None:
-        assert lib.probe_read(blob.data_ptr(), nbytes, sink.data_ptr(), sms * 8, 256, 0, 0, stream) == 0
-
-    rows = [{"subject": "copy_of_row_bytes", "median_us": round(timed(lambda: dst.copy_(src), flush_write), 2),
-             "bytes": nbytes},
-            {"subject": "read_plain", "median_us": round(timed(read, flush_write), 2), "bytes": nbytes}]
-    for r in rows:
-        print(f"{r['subject']:40s} {r['median_us']:8.2f} us", flush=True)
+    rows = mimic_reference_rows(lib, flush_write, 40)
     failures = 0
     for shape, tiles, steps, splits in SHAPES:
         wt = torch.randint(0, 256, (tiles * steps * 4096,), dtype=torch.uint8, device="cuda")
@@ -118,11 +104,7 @@ def main() -> int:
                              "blocks_per_sm": occ, "walk": walk, "stages": stages, "work": work, "units": units})
                 print(f"{subject:40s} {us:8.2f} us", flush=True)
         del wt, st
-    copy = rows[0]["median_us"]
-    print(f"\n{'subject':40s} {'us':>8s} {'% of copy':>9s}")
-    for r in rows:
-        if "median_us" in r:
-            print(f"{r['subject']:40s} {r['median_us']:8.2f} {100 * copy / r['median_us']:8.1f}%")
+    print_share_of_copy(rows, 40)
     write_rows(args.out, rows)
     return 1 if failures else 0
 

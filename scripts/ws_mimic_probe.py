@@ -22,7 +22,7 @@ import argparse
 import ctypes
 
 import torch
-from l2_floor_probe import timed, write_rows
+from l2_floor_probe import mimic_reference_rows, print_share_of_copy, timed, write_rows
 
 SHAPES = (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13))
 # (consumer warps, ring stages, blocks an SM (0: a block per unit, 8 an SM, as mimic_kernel), dynamic unit takes,
@@ -50,8 +50,6 @@ def main() -> int:
                     help="launch only PROFILED's subjects once each on 17408 x 5120, for ncu (nothing is timed)")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
-    lib.probe_read.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p] + [ctypes.c_int] * 4 + [
-        ctypes.c_void_p]
     lib.probe_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
     lib.probe_ws_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 9 + [ctypes.c_void_p, ctypes.c_uint,
                                                                                   ctypes.c_void_p, ctypes.c_void_p,
@@ -60,12 +58,7 @@ def main() -> int:
     stream = torch.cuda.current_stream().cuda_stream
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
-    sink = torch.zeros(1 << 16, dtype=torch.int32, device="cuda")
     torch.manual_seed(0)
-    nbytes = 17408 * 5120 // 2 + 17408 * 5120 // 16
-    blob = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda")
-    src = torch.randint(0, 256, (nbytes // 2,), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
     act = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
     out_grid = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
     out_ws = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
@@ -76,9 +69,6 @@ def main() -> int:
 
     def flush_write() -> None:
         flush.zero_()
-
-    def read() -> None:
-        assert lib.probe_read(blob.data_ptr(), nbytes, sink.data_ptr(), sms * 8, 256, 0, 0, stream) == 0
 
     if args.profile:
         tiles, steps, splits = SHAPES[0][1:]
@@ -98,11 +88,7 @@ def main() -> int:
             torch.cuda.synchronize()
             print(f"profiled work {work}: {'mimic_kernel S3 grid' if cfg is None else config_name(cfg)}", flush=True)
         return 0
-    rows = [{"subject": "copy_of_row_bytes", "median_us": round(timed(lambda: dst.copy_(src), flush_write), 2),
-             "bytes": nbytes},
-            {"subject": "read_plain", "median_us": round(timed(read, flush_write), 2), "bytes": nbytes}]
-    for r in rows:
-        print(f"{r['subject']:48s} {r['median_us']:8.2f} us", flush=True)
+    rows = mimic_reference_rows(lib, flush_write, 48)
     failures = 0
     for shape, tiles, steps, splits in SHAPES:
         wt = torch.randint(0, 256, (tiles * steps * 4096,), dtype=torch.uint8, device="cuda")
@@ -159,11 +145,7 @@ def main() -> int:
                              else "a warp, 16-byte cp.async"})
                 print(f"{name:48s} {us:8.2f} us", flush=True)
         del wt, st
-    copy = rows[0]["median_us"]
-    print(f"\n{'subject':48s} {'us':>8s} {'% of copy':>9s}")
-    for r in rows:
-        if "median_us" in r:
-            print(f"{r['subject']:48s} {r['median_us']:8.2f} {100 * copy / r['median_us']:8.1f}%")
+    print_share_of_copy(rows, 48)
     write_rows(args.out, rows)
     return 1 if failures else 0
 
