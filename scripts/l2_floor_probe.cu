@@ -173,9 +173,10 @@ static int launch_mimic(int blocks, const uint8_t* w, const uint8_t* sc, const u
   return static_cast<int>(cudaGetLastError());
 }
 
-// persist: 0 a block per unit; else a grid of `persist` blocks walking statically. stages 3, 4 or 6.
-// smem_min: dynamic shared memory per block at least this (to hold the mimic to the real kernel's
-// 8 blocks per SM).
+// One launch of mimic_kernel: blocks_or_0 = 0 launches a block per unit, else a grid of that many
+// blocks (at most the units) walking as `walk` says; stages 3, 4 or 6 (the dynamic walk 3 or 4;
+// -1 for any other pair). smem_min: dynamic shared memory per block at least this (to hold the
+// mimic to the real kernel's 8 blocks per SM).
 static int mimic_walk(const void* w, const void* sc, const void* act, int tiles, int total_steps, int splits, int work,
                       int stages, int blocks_or_0, int walk, unsigned* out, unsigned* take, cudaStream_t stream,
                       int smem_min) {
@@ -191,6 +192,8 @@ static int mimic_walk(const void* w, const void* sc, const void* act, int tiles,
                                  smem_min);                                                                  \
   }
   MIMIC(3, kWalkNone)
+  MIMIC(4, kWalkNone)
+  MIMIC(6, kWalkNone)
   MIMIC(3, kWalkStatic)
   MIMIC(4, kWalkStatic)
   MIMIC(6, kWalkStatic)
@@ -200,6 +203,7 @@ static int mimic_walk(const void* w, const void* sc, const void* act, int tiles,
   return -1;
 }
 
+// persist: 0 a block per unit; else a grid of `persist` blocks walking statically.
 extern "C" int probe_mimic(const void* w, const void* sc, const void* act, int tiles, int total_steps, int splits,
                            int work, int stages, int persist, unsigned* out, cudaStream_t stream, int smem_min) {
   return mimic_walk(w, sc, act, tiles, total_steps, splits, work, stages, persist, persist ? kWalkStatic : kWalkNone,
@@ -209,7 +213,8 @@ extern "C" int probe_mimic(const void* w, const void* sc, const void* act, int t
 extern "C" int probe_mimic_occupancy(int stages, int smem_min);
 
 // The dynamic walk: a grid of `blocks` blocks (stages 3 or 4); `take` is two device words, 0 before
-// the first launch (every launch leaves them 0). -1 where a unit has fewer than `stages` steps.
+// the first launch (every launch leaves them 0). -1 for no blocks or where a unit has fewer than
+// `stages` steps, -2 for more blocks than fit on the device at once; nothing is launched then.
 extern "C" int probe_mimic_dynamic(const void* w, const void* sc, const void* act, int tiles, int total_steps,
                                    int splits, int work, int stages, int blocks, unsigned* out, unsigned* take,
                                    cudaStream_t stream, int smem_min) {
