@@ -45,15 +45,26 @@ def timed(fn, flush_fn, reps=21):
     return statistics.median(1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
 
+def load_probe_library(path: str) -> ctypes.CDLL:
+    """The library built from scripts/l2_floor_probe.cu, with the argument types of the entry
+    points its drivers share declared once (the read-only kernel and mimic_kernel's launches)."""
+    lib = ctypes.CDLL(path)
+    lib.probe_read.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p] + [ctypes.c_int] * 4 + [
+        ctypes.c_void_p]
+    lib.probe_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
+    lib.probe_mimic_dynamic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3 + [
+        ctypes.c_int]
+    lib.probe_mimic_occupancy.argtypes = [ctypes.c_int, ctypes.c_int]
+    return lib
+
+
 MIMIC_ROW_BYTES = 17408 * 5120 // 2 + 17408 * 5120 // 16  # M = 1's row on 17408 x 5120: packed weights, scales
 
 
 def mimic_reference_rows(lib, flush_fn, label_width: int) -> list[dict]:
     """The mimic probes' same-run references over MIMIC_ROW_BYTES: the bench's copy of them (half
     read, half written) and the probe library's read-only kernel over all of them, each timed
-    after ``flush_fn`` as the bench times a call, printed as they come."""
-    lib.probe_read.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p] + [ctypes.c_int] * 4 + [
-        ctypes.c_void_p]
+    after ``flush_fn`` as the bench times a call, printed as they come. ``lib``: load_probe_library's."""
     stream = torch.cuda.current_stream().cuda_stream
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sink = torch.zeros(1 << 16, dtype=torch.int32, device="cuda")
@@ -101,9 +112,7 @@ def main() -> int:
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    lib = ctypes.CDLL(args.lib)
-    lib.probe_read.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                               ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    lib = load_probe_library(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
     sink = torch.zeros(1 << 16, dtype=torch.int32, device="cuda")
@@ -144,8 +153,6 @@ def main() -> int:
     }
     rows = []
     # the mimic of fused_mma's M = 1 K loop (see the .cu): both large shapes' tile and step counts
-    lib.probe_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
-    lib.probe_mimic_occupancy.argtypes = [ctypes.c_int, ctypes.c_int]
     mimic_out = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
     act_bytes = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
     eight_per_sm = 227 * 1024 // 8 - 1024  # dynamic shared memory that leaves 8 blocks per SM

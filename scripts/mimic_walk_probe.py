@@ -23,10 +23,9 @@ two dynamic launches in a row must too (each launch leaves its counter at 0 for 
 from __future__ import annotations
 
 import argparse
-import ctypes
 
 import torch
-from l2_floor_probe import mimic_reference_rows, print_share_of_copy, timed, write_rows
+from l2_floor_probe import load_probe_library, mimic_reference_rows, print_share_of_copy, timed, write_rows
 
 SHAPES = (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13))
 WORKS = (0, 15, 30)
@@ -41,11 +40,7 @@ def main() -> int:
     ap.add_argument("--lib", required=True, help="the probe library built from scripts/l2_floor_probe.cu")
     ap.add_argument("--out", required=True, help="JSON file for the rows")
     args = ap.parse_args()
-    lib = ctypes.CDLL(args.lib)
-    lib.probe_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
-    lib.probe_mimic_dynamic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3 + [
-        ctypes.c_int]
-    lib.probe_mimic_occupancy.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib = load_probe_library(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
@@ -53,6 +48,7 @@ def main() -> int:
     act = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
     outs = {name: torch.zeros(1 << 20, dtype=torch.int32, device="cuda") for name, _, _ in WALKS}
     take = torch.zeros(2, dtype=torch.int32, device="cuda")
+    resident = {stages: lib.probe_mimic_occupancy(stages, EIGHT_PER_SM) for _, stages, _ in WALKS}  # blocks an SM
 
     def flush_write() -> None:
         flush.zero_()
@@ -68,12 +64,12 @@ def main() -> int:
                    splits=splits) -> None:
             out = outs[name]
             if walk == "dynamic":
-                blocks = lib.probe_mimic_occupancy(stages, EIGHT_PER_SM) * sms
+                blocks = resident[stages] * sms
                 err = lib.probe_mimic_dynamic(wt.data_ptr(), st.data_ptr(), act.data_ptr(), tiles, steps, splits,
                                               work, stages, blocks, out.data_ptr(), take.data_ptr(), stream,
                                               EIGHT_PER_SM)
             else:
-                blocks = lib.probe_mimic_occupancy(stages, EIGHT_PER_SM) * sms if walk == "static" else 0
+                blocks = resident[stages] * sms if walk == "static" else 0
                 err = lib.probe_mimic(wt.data_ptr(), st.data_ptr(), act.data_ptr(), tiles, steps, splits, work,
                                       stages, blocks, out.data_ptr(), stream, EIGHT_PER_SM)
             assert err == 0, f"{name}: launch error {err}"
@@ -98,10 +94,10 @@ def main() -> int:
             for name, stages, walk in WALKS:
                 us = timed(lambda name=name, stages=stages, walk=walk, work=work: launch(name, stages, walk, work),
                            flush_write)
-                occ = lib.probe_mimic_occupancy(stages, EIGHT_PER_SM)
                 subject = f"mimic_{shape}_{name}_work{work}"
                 rows.append({"subject": subject, "median_us": round(us, 2), "bytes": wt.numel() + st.numel(),
-                             "blocks_per_sm": occ, "walk": walk, "stages": stages, "work": work, "units": units})
+                             "blocks_per_sm": resident[stages], "walk": walk, "stages": stages, "work": work,
+                             "units": units})
                 print(f"{subject:40s} {us:8.2f} us", flush=True)
         del wt, st
     print_share_of_copy(rows, 40)

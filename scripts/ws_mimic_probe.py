@@ -22,7 +22,7 @@ import argparse
 import ctypes
 
 import torch
-from l2_floor_probe import mimic_reference_rows, print_share_of_copy, timed, write_rows
+from l2_floor_probe import load_probe_library, mimic_reference_rows, print_share_of_copy, timed, write_rows
 
 SHAPES = (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13))
 # (consumer warps, ring stages, blocks an SM (0: a block per unit, 8 an SM, as mimic_kernel), dynamic unit takes,
@@ -49,8 +49,7 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true",
                     help="launch only PROFILED's subjects once each on 17408 x 5120, for ncu (nothing is timed)")
     args = ap.parse_args()
-    lib = ctypes.CDLL(args.lib)
-    lib.probe_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
+    lib = load_probe_library(args.lib)
     lib.probe_ws_mimic.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 9 + [ctypes.c_void_p, ctypes.c_uint,
                                                                                   ctypes.c_void_p, ctypes.c_void_p,
                                                                                   ctypes.c_int]
