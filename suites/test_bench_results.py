@@ -2036,23 +2036,25 @@ def test_one_wave_split_counts_pay_on_the_h100_and_not_on_the_h200() -> None:
 MIMIC_WALK_RUNS = {"3ba2b6e": "mimic-walk-h100-2026-12-06-3ba2b6e.json",
                    "b185cd1": "mimic-walk-h100-2026-12-06-b185cd1.json",
                    "48f93a5": "mimic-walk-h100-2026-12-06-48f93a5.json",
-                   "6cb6e8d": "mimic-walk-h100-2026-12-06-6cb6e8d.json"}
+                   "6cb6e8d": "mimic-walk-h100-2026-12-06-6cb6e8d.json",
+                   "1acb211": "mimic-walk-h100-2026-12-06-1acb211.json"}
 #: the runs of the final form (the next-unit word in dynamic shared memory; 6cb6e8d only moved the
-#: driver's reference rows into l2_floor_probe.py)
-MIMIC_WALK_FINAL = ("48f93a5", "6cb6e8d")
+#: driver's reference rows into l2_floor_probe.py, 1acb211 its library loading into
+#: l2_floor_probe.load_probe_library)
+MIMIC_WALK_FINAL = ("48f93a5", "6cb6e8d", "1acb211")
 
 
 def test_a_dynamic_unit_walk_is_no_faster_than_a_block_per_unit_at_m1() -> None:
     """NOTES (thirty-fourth session): the mimic of fused_mma's M = 1 K loop walked its units
     dynamically (scripts/l2_floor_probe.cu, kWalkDynamic: one wave of resident blocks, each taking
     its next unit from a global counter while it streams the current one, its cp.async pipeline
-    running on across units), on H100s, four runs of three forms. Every walk gave the block per
+    running on across units), on H100s, five runs of three forms. Every walk gave the block per
     unit's partials word for word, the dynamic one in two launches in a row (its counter back at
     0). The first two forms put the next-unit word in a static __shared__ int, which cost the
     eighth block an SM, so a ninth of the grid waited for a slot holding its first unit to the end:
     16-37% slower than a block per unit, whether or not the atomic's value was waited for at once
     (b185cd1 only moved that wait). With the word in the dynamic shared memory (48f93a5, and
-    again at 6cb6e8d on another machine) the dynamic walk was still 1-15% slower than a block per
+    again at 6cb6e8d and 1acb211 on other machines) the dynamic walk was still 1-15% slower than a block per
     unit at every shape and stand-in work, and the static walk from 1% faster to 6% slower: the
     walk's cross-unit prefetch buys nothing back."""
     for commit, name in MIMIC_WALK_RUNS.items():
