@@ -3,7 +3,7 @@
 
 Question: the H200's per-block timeline (gpu_session.sh timeline at 37cf2e3) has every block of a
 5120 x 17408 M = 1 call running until about 10 us, and then the blocks of one SM, which started
-together with the same work, ending up to 10 us apart: the SM's last blocks run with few
+together with the same work, ending 5-11 us apart: the SM's last blocks run with few
 neighbours, the stream falls from 4.3 TB/s to under 2, and about a third of the bytes go in that
 drain. A block per (tile, split) unit cannot give an SM's late work to its early finishers. Does a
 dynamic walk over finer units (more splits, a few steps each; a block takes its next unit from a
