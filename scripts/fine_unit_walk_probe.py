@@ -22,36 +22,29 @@ dynamic one in two launches in a row (its counter back at 0).
 """
 from __future__ import annotations
 
-import argparse
-
 import torch
-from l2_floor_probe import load_probe_library, mimic_reference_rows, print_share_of_copy, timed, write_rows
+from l2_floor_probe import (
+    MIMIC_EIGHT_PER_SM,
+    MimicWalkProbe,
+    mimic_reference_rows,
+    print_share_of_copy,
+    timed,
+    write_rows,
+)
 
 # (shape, 64-row tiles, 128-value K steps, the host's split count on registered weights, finer counts):
 # every unit of a finer count has at least 4 steps, so both stage counts of the dynamic walk take it
 SHAPES = (("17408x5120", 272, 40, 7, (10,)), ("5120x17408", 80, 136, 8, (17, 34)))
 WORKS = (15, 30)
-EIGHT_PER_SM = 227 * 1024 // 8 - 1024  # dynamic shared memory that leaves 8 blocks an SM, as fused_mma's M = 1
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lib", required=True, help="the probe library built from scripts/l2_floor_probe.cu")
-    ap.add_argument("--out", required=True, help="JSON file for the rows")
-    args = ap.parse_args()
-    lib = load_probe_library(args.lib)
-    stream = torch.cuda.current_stream().cuda_stream
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
-    torch.manual_seed(0)
-    act = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
+    probe = MimicWalkProbe(__doc__.split("\n\n")[0])
+    lib, stream, sms, act, take = probe.lib, probe.stream, probe.sms, probe.act, probe.take
+    flush_write = probe.flush_write
     reference = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
     walked = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
-    take = torch.zeros(2, dtype=torch.int32, device="cuda")
-    resident = {stages: lib.probe_mimic_occupancy(stages, EIGHT_PER_SM) for stages in (3, 4)}  # blocks an SM
-
-    def flush_write() -> None:
-        flush.zero_()
+    resident = {stages: probe.resident(stages) for stages in (3, 4)}  # blocks an SM
 
     rows = mimic_reference_rows(lib, flush_write, 44)
     failures = 0
@@ -64,10 +57,10 @@ def main() -> int:
             if walk == "dynamic":
                 err = lib.probe_mimic_dynamic(wt.data_ptr(), st.data_ptr(), act.data_ptr(), tiles, steps, splits,
                                               work, stages, resident[stages] * sms, out.data_ptr(),
-                                              take.data_ptr(), stream, EIGHT_PER_SM)
+                                              take.data_ptr(), stream, MIMIC_EIGHT_PER_SM)
             else:
                 err = lib.probe_mimic(wt.data_ptr(), st.data_ptr(), act.data_ptr(), tiles, steps, splits, work,
-                                      stages, 0, out.data_ptr(), stream, EIGHT_PER_SM)
+                                      stages, 0, out.data_ptr(), stream, MIMIC_EIGHT_PER_SM)
             assert err == 0, f"{shape} {walk} S{stages} at {splits} splits: launch error {err}"
 
         # (name, splits, stages, walk)
@@ -102,7 +95,7 @@ def main() -> int:
                 print(f"{subject:44s} {us:8.2f} us", flush=True)
         del wt, st
     print_share_of_copy(rows, 44)
-    write_rows(args.out, rows)
+    write_rows(probe.args.out, rows)
     return 1 if failures else 0
 
 

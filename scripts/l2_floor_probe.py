@@ -59,6 +59,35 @@ def load_probe_library(path: str) -> ctypes.CDLL:
 
 
 MIMIC_ROW_BYTES = 17408 * 5120 // 2 + 17408 * 5120 // 16  # M = 1's row on 17408 x 5120: packed weights, scales
+#: dynamic shared memory a mimic_kernel launch asks for so that 8 blocks fit an SM, as fused_mma's M = 1
+MIMIC_EIGHT_PER_SM = 227 * 1024 // 8 - 1024
+
+
+class MimicWalkProbe:
+    """What the mimic walk drivers (mimic_walk_probe.py, fine_unit_walk_probe.py) set up alike: their
+    command line (--lib, --out), the probe library, the stream and SM count, a 256 MB buffer whose
+    write flushes the L2 (``flush_write``), the stand-in activation bytes (seed 0) and the dynamic
+    walk's two-word counter, which every launch leaves at 0."""
+
+    def __init__(self, description: str) -> None:
+        ap = argparse.ArgumentParser(description=description)
+        ap.add_argument("--lib", required=True, help="the probe library built from scripts/l2_floor_probe.cu")
+        ap.add_argument("--out", required=True, help="JSON file for the rows")
+        self.args = ap.parse_args()
+        self.lib = load_probe_library(self.args.lib)
+        self.stream = torch.cuda.current_stream().cuda_stream
+        self.sms = torch.cuda.get_device_properties(0).multi_processor_count
+        self._flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+        torch.manual_seed(0)
+        self.act = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
+        self.take = torch.zeros(2, dtype=torch.int32, device="cuda")
+
+    def flush_write(self) -> None:
+        self._flush.zero_()
+
+    def resident(self, stages: int) -> int:
+        """mimic_kernel's blocks an SM at ``stages`` stages and MIMIC_EIGHT_PER_SM bytes."""
+        return self.lib.probe_mimic_occupancy(stages, MIMIC_EIGHT_PER_SM)
 
 
 def mimic_reference_rows(lib, flush_fn, label_width: int) -> list[dict]:
@@ -155,7 +184,7 @@ def main() -> int:
     # the mimic of fused_mma's M = 1 K loop (see the .cu): both large shapes' tile and step counts
     mimic_out = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
     act_bytes = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
-    eight_per_sm = 227 * 1024 // 8 - 1024  # dynamic shared memory that leaves 8 blocks per SM
+    eight_per_sm = MIMIC_EIGHT_PER_SM
     for shape, tiles, steps, splits in (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13)):
         wt = torch.randint(0, 256, (tiles * steps * 4096,), dtype=torch.uint8, device="cuda")
         st = torch.randint(0, 256, (tiles * steps * 512,), dtype=torch.uint8, device="cuda")

@@ -22,36 +22,29 @@ two dynamic launches in a row must too (each launch leaves its counter at 0 for 
 """
 from __future__ import annotations
 
-import argparse
-
 import torch
-from l2_floor_probe import load_probe_library, mimic_reference_rows, print_share_of_copy, timed, write_rows
+from l2_floor_probe import (
+    MIMIC_EIGHT_PER_SM,
+    MimicWalkProbe,
+    mimic_reference_rows,
+    print_share_of_copy,
+    timed,
+    write_rows,
+)
 
 SHAPES = (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13))
 WORKS = (0, 15, 30)
 # (name, stages, walk): walk "grid" is a block per unit, "static" and "dynamic" one wave of walking blocks
 WALKS = (("grid_S3", 3, "grid"), ("static_S3", 3, "static"), ("dynamic_S3", 3, "dynamic"),
          ("dynamic_S4", 4, "dynamic"))
-EIGHT_PER_SM = 227 * 1024 // 8 - 1024  # dynamic shared memory that leaves 8 blocks an SM, as fused_mma's M = 1
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lib", required=True, help="the probe library built from scripts/l2_floor_probe.cu")
-    ap.add_argument("--out", required=True, help="JSON file for the rows")
-    args = ap.parse_args()
-    lib = load_probe_library(args.lib)
-    stream = torch.cuda.current_stream().cuda_stream
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
-    torch.manual_seed(0)
-    act = torch.randint(0, 256, (64 * 1024,), dtype=torch.uint8, device="cuda")
+    probe = MimicWalkProbe(__doc__.split("\n\n")[0])
+    lib, stream, sms, act, take = probe.lib, probe.stream, probe.sms, probe.act, probe.take
+    flush_write = probe.flush_write
     outs = {name: torch.zeros(1 << 20, dtype=torch.int32, device="cuda") for name, _, _ in WALKS}
-    take = torch.zeros(2, dtype=torch.int32, device="cuda")
-    resident = {stages: lib.probe_mimic_occupancy(stages, EIGHT_PER_SM) for _, stages, _ in WALKS}  # blocks an SM
-
-    def flush_write() -> None:
-        flush.zero_()
+    resident = {stages: probe.resident(stages) for _, stages, _ in WALKS}  # blocks an SM
 
     rows = mimic_reference_rows(lib, flush_write, 40)
     failures = 0
@@ -67,11 +60,11 @@ def main() -> int:
                 blocks = resident[stages] * sms
                 err = lib.probe_mimic_dynamic(wt.data_ptr(), st.data_ptr(), act.data_ptr(), tiles, steps, splits,
                                               work, stages, blocks, out.data_ptr(), take.data_ptr(), stream,
-                                              EIGHT_PER_SM)
+                                              MIMIC_EIGHT_PER_SM)
             else:
                 blocks = resident[stages] * sms if walk == "static" else 0
                 err = lib.probe_mimic(wt.data_ptr(), st.data_ptr(), act.data_ptr(), tiles, steps, splits, work,
-                                      stages, blocks, out.data_ptr(), stream, EIGHT_PER_SM)
+                                      stages, blocks, out.data_ptr(), stream, MIMIC_EIGHT_PER_SM)
             assert err == 0, f"{name}: launch error {err}"
 
         for name, stages, walk in WALKS:
@@ -101,7 +94,7 @@ def main() -> int:
                 print(f"{subject:40s} {us:8.2f} us", flush=True)
         del wt, st
     print_share_of_copy(rows, 40)
-    write_rows(args.out, rows)
+    write_rows(probe.args.out, rows)
     return 1 if failures else 0
 
 

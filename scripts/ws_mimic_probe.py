@@ -22,7 +22,14 @@ import argparse
 import ctypes
 
 import torch
-from l2_floor_probe import load_probe_library, mimic_reference_rows, print_share_of_copy, timed, write_rows
+from l2_floor_probe import (
+    MIMIC_EIGHT_PER_SM,
+    load_probe_library,
+    mimic_reference_rows,
+    print_share_of_copy,
+    timed,
+    write_rows,
+)
 
 SHAPES = (("17408x5120", 272, 40, 7), ("5120x17408", 80, 136, 13))
 # (consumer warps, ring stages, blocks an SM (0: a block per unit, 8 an SM, as mimic_kernel), dynamic unit takes,
@@ -63,7 +70,7 @@ def main() -> int:
     out_ws = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
     counter = torch.zeros(1, dtype=torch.int32, device="cuda")
     taken = [0]  # values the counter has given so far (every launch takes units + blocks of them)
-    eight_per_sm = 227 * 1024 // 8 - 1024
+    eight_per_sm = MIMIC_EIGHT_PER_SM
     ws_eight_per_sm = eight_per_sm - 512  # ws_mimic_kernel's barriers and headers are static shared memory
 
     def flush_write() -> None:
