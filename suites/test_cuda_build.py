@@ -467,3 +467,33 @@ def test_the_library_wgmma_wrappers_are_the_generators_output() -> None:
     done = subprocess.run([sys.executable, str(repo / "scripts" / "ws_dev" / "gen_wgmma_rs.py"), "--library"],
                           capture_output=True, text=True, check=True)
     assert done.stdout == (repo / "kernels" / "cuda" / "wgmma_rs256.cuh").read_text()
+
+
+@needs_nvcc
+def test_the_walk_dev_kernel_builds_without_spills_and_refuses_units_it_cannot_walk(tmp_path: Path) -> None:
+    """scripts/ws_dev/fused_walk.cu (the thirty-sixth session's dynamic walk, benchmarks/NOTES.md) is
+    the whole of kernels/cuda/fused_mma.cu plus a walk kernel that reuses its loader, K step and
+    partial store: a change there must keep it building, the walk held to 64 registers without
+    spills (8 blocks an SM, as the library's M <= 8 launch), and its entry refusing, before touching
+    the device, what it cannot walk: splits that leave units of unequal or fewer than three steps
+    (its next unit is read a barrier after it is published only then), M above 8, no workspace or
+    unit counter, an ill-formed scale-byte range. Without a GPU an accepted launch gets as far as
+    CUDA and fails there; a refused one is an invalid value (1) first."""
+    # the library's kernels, its finalize kernels and the walk's two types
+    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_walk.cu", (), 78)))
+    entry = lib.nvfp4_dev_launch_fused_walk
+    p, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
+    entry.argtypes = [p, p, p, p, p, p, p, p, i32, i64, i64, i32, i32, p, i32, i32, ctypes.POINTER(i32)]
+    fake = ctypes.c_void_p(1 << 20)  # aligned, never dereferenced: nothing reaches a kernel here
+
+    def answer(m: int = 1, k: int = 17408, splits: int = 8, workspace: object = fake, take: object = fake,
+               scale_bytes: int = 0) -> int:
+        return entry(fake, fake, fake, fake, None, fake, workspace, take, m, 5120, k, 1, splits, None, scale_bytes,
+                     0, None)
+
+    accepted = [answer(), answer(splits=34), answer(m=8, k=5120, splits=10), answer(scale_bytes=0x4030)]
+    assert all(code not in (0, 1) for code in accepted), accepted
+    refused = [answer(splits=7), answer(splits=68), answer(k=5120, splits=20), answer(splits=1), answer(m=9),
+               answer(m=0), answer(workspace=None), answer(take=None), answer(scale_bytes=0x7F01),
+               answer(scale_bytes=0x2040), answer(k=17400)]
+    assert refused == [1] * len(refused), refused
