@@ -2162,6 +2162,34 @@ def test_the_fused_timeline_on_an_h200_loses_its_time_in_the_drain() -> None:
         assert 0.25 <= drain_share <= 0.35 and rate.size - drain_from >= 8, (key, drain_share, rate.round(1).tolist())
 
 
+def test_on_the_h200_timeline_each_sm_works_through_its_own_blocks() -> None:
+    """NOTES (thirty-sixth session), from the same raw records as the drain's test: on 5120 x 17408
+    (640 blocks, one wave: 112 SMs run 5 blocks, 20 run 4) the SMs with 4 blocks end their last at
+    0.78-0.88 of the time the SMs with 5 do (the median SM of each; 4/5 = 0.8 with the same start),
+    at M = 1 and 16 and with either split-K sum. So an SM's rate does not rise when other SMs go idle:
+    each works through its own blocks, and the call lasts as long as the SMs with the most. And no
+    block's K loop, even when it ends first on its SM, takes under 0.45 us a step (p50: 0.78-0.88),
+    so a block left with most of its steps cannot catch up. Both are what a walk of short units
+    would remove (scripts/ws_dev/fused_walk.cu): the idle SMs and the short-handed ones take units."""
+    data = _experiment(TIMELINE_H200)
+    rows = [r for r in data["rows"] if r["n"] == 5120]
+    assert len(rows) == 3
+    for row in rows:
+        key = (row["m"], row["reduction"])
+        rec = {f: np.asarray(v, dtype=np.int64) for f, v in row["last_call_records"].items()}
+        end_us = (rec["gt_end"] - rec["gt_start"].min()) / 1000.0
+        sms, counts = np.unique(rec["smid"], return_counts=True)
+        assert dict(zip(*np.unique(counts, return_counts=True), strict=True)) == {4: 20, 5: 112}, key
+        last = {int(sm): end_us[rec["smid"] == sm].max() for sm in sms}
+        four = np.median([last[int(sm)] for sm, c in zip(sms, counts, strict=True) if c == 4])
+        five = np.median([last[int(sm)] for sm, c in zip(sms, counts, strict=True) if c == 5])
+        assert 0.78 <= four / five <= 0.88, (key, four, five)
+        per_step_us = (rec["c_loop_end"] - rec["c_first"]) / (row["calls"][-1]["sm_clock_ghz"] * 1000.0) / (
+            rec["steps"] - 1)
+        assert per_step_us.min() >= 0.45 and 0.75 <= np.median(per_step_us) <= 0.9, (
+            key, per_step_us.min(), np.median(per_step_us))
+
+
 def test_the_m1_mimics_on_an_h200_give_the_h100s_verdicts() -> None:
     """NOTES (thirty-fifth session): the thirty-second and thirty-fourth sessions' M = 1 mimics, run
     on an H200 at 37cf2e3. Every form gave mimic_kernel's block-per-unit partials word for word.
