@@ -476,8 +476,9 @@ def test_the_walk_dev_kernel_builds_without_spills_and_refuses_units_it_cannot_w
     partial store: a change there must keep it building, the walk held to 64 registers without
     spills (8 blocks an SM, as the library's M <= 8 launch), and its entry refusing, before touching
     the device, what it cannot walk: splits that leave units of unequal or fewer than three steps
-    (its next unit is read a barrier after it is published only then), M above 8, no workspace or
-    unit counter, an ill-formed scale-byte range. Without a GPU an accepted launch gets as far as
+    (its next unit is read a barrier after it is published only then), M above 8, a single weight
+    tile (its unit's tile comes from a multiply by ceil(2^32 / tiles), which must fit 32 bits), no
+    workspace or unit counter, an ill-formed scale-byte range. Without a GPU an accepted launch gets as far as
     CUDA and fails there; a refused one is an invalid value (1) first."""
     # the library's kernels, its finalize kernels and the walk's two types
     lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_walk.cu", (), 78)))
@@ -486,14 +487,15 @@ def test_the_walk_dev_kernel_builds_without_spills_and_refuses_units_it_cannot_w
     entry.argtypes = [p, p, p, p, p, p, p, p, i32, i64, i64, i32, i32, p, i32, i32, ctypes.POINTER(i32)]
     fake = ctypes.c_void_p(1 << 20)  # aligned, never dereferenced: nothing reaches a kernel here
 
-    def answer(m: int = 1, k: int = 17408, splits: int = 8, workspace: object = fake, take: object = fake,
-               scale_bytes: int = 0) -> int:
-        return entry(fake, fake, fake, fake, None, fake, workspace, take, m, 5120, k, 1, splits, None, scale_bytes,
+    def answer(m: int = 1, n: int = 5120, k: int = 17408, splits: int = 8, workspace: object = fake,
+               take: object = fake, scale_bytes: int = 0) -> int:
+        return entry(fake, fake, fake, fake, None, fake, workspace, take, m, n, k, 1, splits, None, scale_bytes,
                      0, None)
 
-    accepted = [answer(), answer(splits=34), answer(m=8, k=5120, splits=10), answer(scale_bytes=0x4030)]
+    accepted = [answer(), answer(splits=34), answer(m=8, k=5120, splits=10), answer(scale_bytes=0x4030),
+                answer(n=65)]
     assert all(code not in (0, 1) for code in accepted), accepted
     refused = [answer(splits=7), answer(splits=68), answer(k=5120, splits=20), answer(splits=1), answer(m=9),
                answer(m=0), answer(workspace=None), answer(take=None), answer(scale_bytes=0x7F01),
-               answer(scale_bytes=0x2040), answer(k=17400)]
+               answer(scale_bytes=0x2040), answer(k=17400), answer(n=64), answer(n=1)]
     assert refused == [1] * len(refused), refused

@@ -4,13 +4,14 @@
 //
 // The library runs a block per unit; on 5120 x 17408 at M = 1 (80 tiles, 8 splits: 640 blocks, one
 // wave of 4-5 an SM) the blocks of one SM start together with the same 17 steps and end 5-11 us
-// apart, and a block left alone cannot stream faster than about 0.56 us a step, so the last third
-// of the bytes goes at under half the plateau's rate. Here a grid of resident blocks walks the
-// units instead: a block's first unit is blockIdx.x, each later one comes from a global counter
-// (taken one unit ahead, so the atomic's round trip is never waited on), and the load side moves
-// into the next unit while the compute side finishes the current one, so a block's ring never
-// drains between units. With finer units (more splits, 4-8 steps each) an SM's early finishers take
-// the work its late ones would have done alone.
+// apart, and no block's K loop goes faster than about 0.5 us a step, so the last third of the
+// bytes goes at under half the plateau's rate; meanwhile the SMs given 4 blocks sit idle while
+// those given 5 finish. Here a grid of resident blocks walks the units instead: a block's first
+// unit is blockIdx.x, each later one comes from a global counter (taken two unit changes before it
+// is needed, so the atomic's round trip is never waited on), and the load side moves into the next
+// unit while the compute side finishes the current one, so a block's ring never drains between
+// units. With finer units (more splits, 4-8 steps each) an SM's early finishers, and the SMs that
+// finish first, take the work the late ones would have done alone.
 //
 // Bits: every unit is the library's block of the same (tile, split), with the same K loop over the
 // same steps and the same partial store; the finalize kernel sums the partials in split order. So
@@ -29,21 +30,26 @@
 
 namespace {
 
-// One unit of the walk: the library's block blockIdx.x = u (m tile fastest, then the weight tile,
-// then the split).
+// One unit of the walk: the library's block blockIdx.x = u (the weight tile fastest, then the
+// split; M <= 8 is one activation tile). Every unit has `per` steps from split * per on (the entry
+// takes only split counts that divide the steps). The library's block divides by the tile count
+// once; the walk does at every unit change, where a division by a runtime value costs about twenty
+// instructions a thread, so it takes the high word of u * inv_tiles, inv_tiles = ceil(2^32 /
+// n_tiles) = (2^32 + e) / n_tiles with 0 <= e < n_tiles. That is u / n_tiles + u e / (n_tiles 2^32),
+// and the excess stays under 1 / n_tiles (so it never carries u / n_tiles, whose fraction is at
+// most 1 - 1 / n_tiles, past an integer) while u * n_tiles < 2^32; the entry checks that, and
+// n_tiles >= 2 (for one tile inv_tiles would be 2^32).
 struct WalkUnit {
-  int n0, m0, split, step_begin, steps;
+  int n0, split;
 };
 
 template <int MT, int RT, int WARPS>
-__device__ __forceinline__ WalkUnit walk_unit(int u, int m_tiles, int n_tiles, int per, int total_steps) {
+__device__ __forceinline__ WalkUnit walk_unit(int u, int n_tiles, unsigned inv_tiles) {
   using TL = Tile<MT, RT, WARPS>;
+  static_assert(TL::kActRows >= 8, "M <= 8 is one activation tile");
   WalkUnit w;
-  w.m0 = (u % m_tiles) * TL::kActRows;
-  w.n0 = ((u / m_tiles) % n_tiles) * TL::kRows;
-  w.split = u / (m_tiles * n_tiles);
-  w.step_begin = w.split * per;
-  w.steps = min(w.step_begin + per, total_steps) - w.step_begin;
+  w.split = static_cast<int>(__umulhi(static_cast<unsigned>(u), inv_tiles));
+  w.n0 = (u - w.split * n_tiles) * TL::kRows;
   return w;
 }
 
@@ -59,7 +65,7 @@ __device__ __forceinline__ void store_partial(float (&acc)[RT][MT][4], float* __
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int nn = w.n0 + warp * 16 * RT + 16 * r + g + (c >= 2 ? 8 : 0);
-        const int mm = w.m0 + 8 * i + 2 * t + (c & 1);
+        const int mm = 8 * i + 2 * t + (c & 1);
         if (nn < n && mm < m) partial[(static_cast<int64_t>(w.split) * m + mm) * n + nn] = acc[r][i][c];
         acc[r][i][c] = 0.f;
       }
@@ -71,43 +77,41 @@ __device__ __forceinline__ void store_partial(float (&acc)[RT][MT][4], float* __
 // count of unit changes (moves). Thread 0 keeps the unit it took last in a register (pending) and
 // publishes it in next_unit[(moves + 1) & 1] at a change, where every thread reads it one change
 // later: at least `per` barriers apart, so the write is seen and no thread still reads that slot.
-// Compute side: the unit it accumulates (cw) and its step; since a unit has at least kStages steps
+// Compute side: the unit it accumulates (cunit) and its step; since a unit has at least kStages steps
 // and the load side runs kStages - 1 steps ahead, the load side has moved exactly once past the
-// compute side's unit when that unit ends, to `succ`.
+// compute side's unit when that unit ends: lunit is then the unit after it.
 template <typename T, int MT, int RT, int WARPS, bool CHECKED>
 __device__ __forceinline__ void walk(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                                      const uint8_t* __restrict__ scales, float gs, float* __restrict__ partial, int m,
-                                     int n, int k, int n_tiles, int m_tiles, int per, int units,
+                                     int n, int k, int n_tiles, unsigned inv_tiles, int per, int units,
                                      unsigned* __restrict__ take, int* next_unit, uint8_t* smem, int warp, int g,
                                      int t) {
   using TL = Tile<MT, RT, WARPS>;
   using Loader = TiledLoader<MT, RT, WARPS>;
   constexpr int kRing = kStages;
-  const int total_steps = k / kStepK;
   const uint32_t ring = smem_addr(smem);
   const uint32_t ring_last = ring + (kRing - 1) * TL::kStageBytes;
 
   int lunit = static_cast<int>(blockIdx.x);
-  WalkUnit lw = walk_unit<MT, RT, WARPS>(lunit, m_tiles, n_tiles, per, total_steps);
-  Loader loader(packed, scales, a, m, n, k, lw.n0, lw.m0, lw.step_begin);
-  int lstep = 0, moves = 0, succ = units;
+  WalkUnit lw = walk_unit<MT, RT, WARPS>(lunit, n_tiles, inv_tiles);
+  Loader loader(packed, scales, a, m, n, k, lw.n0, 0, lw.split * per);
+  int lstep = 0, moves = 0;
   unsigned pending = 0;
   uint32_t load_slot = ring;
 
   const auto issue = [&]() {
     if (lunit < units) {
       loader.load(load_slot);
-      if (++lstep == lw.steps) {
+      if (++lstep == per) {
         lunit = next_unit[moves & 1];
         if (threadIdx.x == 0) {
           next_unit[(moves + 1) & 1] = static_cast<int>(pending);
           pending = atomicAdd(take, 1u) + gridDim.x;
         }
         ++moves;
-        succ = lunit;
         if (lunit < units) {
-          lw = walk_unit<MT, RT, WARPS>(lunit, m_tiles, n_tiles, per, total_steps);
-          loader = Loader(packed, scales, a, m, n, k, lw.n0, lw.m0, lw.step_begin);
+          lw = walk_unit<MT, RT, WARPS>(lunit, n_tiles, inv_tiles);
+          loader = Loader(packed, scales, a, m, n, k, lw.n0, 0, lw.split * per);
           lstep = 0;
         }
       }
@@ -133,7 +137,7 @@ __device__ __forceinline__ void walk(const uint8_t* __restrict__ a, const uint8_
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][i][c] = 0.f;
 
-  WalkUnit cw = walk_unit<MT, RT, WARPS>(static_cast<int>(blockIdx.x), m_tiles, n_tiles, per, total_steps);
+  int cunit = lunit;
   int cstep = 0;
   const uint8_t* compute_slot = smem;
   for (;;) {
@@ -142,10 +146,10 @@ __device__ __forceinline__ void walk(const uint8_t* __restrict__ a, const uint8_
     issue();
     compute_stage<T, MT, RT, WARPS, true, CHECKED>(compute_slot, gs, warp, g, t, acc);
     compute_slot = compute_slot == smem + (kRing - 1) * TL::kStageBytes ? smem : compute_slot + TL::kStageBytes;
-    if (++cstep == cw.steps) {
-      store_partial<MT, RT, WARPS>(acc, partial, cw, m, n, warp, g, t);
-      if (succ >= units) break;
-      cw = walk_unit<MT, RT, WARPS>(succ, m_tiles, n_tiles, per, total_steps);
+    if (++cstep == per) {
+      store_partial<MT, RT, WARPS>(acc, partial, walk_unit<MT, RT, WARPS>(cunit, n_tiles, inv_tiles), m, n, warp, g, t);
+      if (lunit >= units) break;
+      cunit = lunit;
       cstep = 0;
     }
   }
@@ -156,21 +160,21 @@ template <typename T, int MT, int RT, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, NVFP4_WALK_MIN_BLOCKS)
 nvfp4_fused_walk_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ packed,
                         const uint8_t* __restrict__ scales, const float* __restrict__ g_ptr,
-                        float* __restrict__ partial, int m, int n, int k, int n_tiles, int m_tiles, int per,
+                        float* __restrict__ partial, int m, int n, int k, int n_tiles, unsigned inv_tiles, int per,
                         int splits, int scale_bytes, unsigned* __restrict__ take) {
   nvfp4::allow_dependent_launch();  // the finalize kernel may be scheduled now
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int next_unit[2];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int units = n_tiles * m_tiles * splits;
+  const int units = n_tiles * splits;
   const float gs = __ldg(g_ptr);
   if (static_cast<int>(blockIdx.x) < units) {
     if (scale_bytes_in_table<T>(scale_bytes, gs)) {
-      walk<T, MT, RT, WARPS, false>(a, packed, scales, gs, partial, m, n, k, n_tiles, m_tiles, per, units, take,
+      walk<T, MT, RT, WARPS, false>(a, packed, scales, gs, partial, m, n, k, n_tiles, inv_tiles, per, units, take,
                                     next_unit, smem, warp, g, t);
     } else {
-      walk<T, MT, RT, WARPS, true>(a, packed, scales, gs, partial, m, n, k, n_tiles, m_tiles, per, units, take,
+      walk<T, MT, RT, WARPS, true>(a, packed, scales, gs, partial, m, n, k, n_tiles, inv_tiles, per, units, take,
                                    next_unit, smem, warp, g, t);
     }
   }
@@ -200,9 +204,9 @@ cudaError_t launch_walk(const void* a, const void* packed, const void* scales, c
   if (err != cudaSuccess) return err;
   if (blocks_per_sm > 0 && blocks_per_sm < resident) resident = blocks_per_sm;
   const int n_tiles = (n + TL::kRows - 1) / TL::kRows;
-  const int m_tiles = (m + TL::kActRows - 1) / TL::kActRows;
   const int per = k / kStepK / splits;
-  const int units = n_tiles * m_tiles * splits;
+  const int units = n_tiles * splits;
+  const unsigned inv_tiles = static_cast<unsigned>(((uint64_t{1} << 32) + n_tiles - 1) / n_tiles);
   const int grid = std::min(units, resident * device_sms());
   if (grid_out != nullptr) *grid_out = grid;
   const int64_t weight_rows = (static_cast<int64_t>(n) + 63) / 64 * 64;
@@ -211,7 +215,7 @@ cudaError_t launch_walk(const void* a, const void* packed, const void* scales, c
   err = nvfp4::launch_streaming_weights(kernel, dim3(static_cast<unsigned>(grid)), dim3(TL::kThreads),
                                         static_cast<size_t>(smem), stream, p8, weight_bytes,
                                         static_cast<const uint8_t*>(a), p8, static_cast<const uint8_t*>(scales),
-                                        static_cast<const float*>(g), workspace, m, n, k, n_tiles, m_tiles, per,
+                                        static_cast<const float*>(g), workspace, m, n, k, n_tiles, inv_tiles, per,
                                         splits, scale_bytes, take);
   if (err != cudaSuccess) return err;
   return launch_splitk_finalize<T>(workspace, static_cast<const unsigned short*>(bias),
@@ -222,7 +226,7 @@ cudaError_t launch_walk(const void* a, const void* packed, const void* scales, c
 
 extern "C" {
 
-// nvfp4_launch_fused_tiled's arguments for 1 <= m <= 8, as a dynamic walk: splits must divide
+// nvfp4_launch_fused_tiled's arguments for 1 <= m <= 8 and n > 64, as a dynamic walk: splits must divide
 // k / 128 into units of at least NVFP4_FUSED_STAGES steps (so 2 <= splits), workspace holds
 // splits * m * n fp32 partials, take is two device words, both 0 (the launch leaves them 0);
 // blocks_per_sm caps the resident blocks an SM (0: the kernel's occupancy). The grid's size is
@@ -231,8 +235,10 @@ int nvfp4_dev_launch_fused_walk(const void* a, const void* packed, const void* s
                                 const void* bias, void* out, float* workspace, unsigned* take, int32_t m, int64_t n,
                                 int64_t k, int32_t out_bf16, int32_t splits, cudaStream_t stream,
                                 int32_t scale_bytes, int32_t blocks_per_sm, int32_t* grid) {
-  if (m < 1 || m > 8 || n < 1 || n > 0x7FFFFFFF || k < kStepK || k > 0x7FFFFFFF || (k % kStepK) || splits < 2 ||
-      (k / kStepK) % splits || (k / kStepK) / splits < kStages || workspace == nullptr || take == nullptr ||
+  const int64_t n_tiles = (n + Tile<1, kRtSmall>::kRows - 1) / Tile<1, kRtSmall>::kRows;
+  if (m < 1 || m > 8 || n_tiles < 2 || n > 0x7FFFFFFF || k < kStepK || k > 0x7FFFFFFF || (k % kStepK) || splits < 2 ||
+      (k / kStepK) % splits || (k / kStepK) / splits < kStages || n_tiles * splits * n_tiles >= (int64_t{1} << 32) ||
+      workspace == nullptr || take == nullptr ||
       (reinterpret_cast<uintptr_t>(a) & 15) || (reinterpret_cast<uintptr_t>(packed) & 15) ||
       (reinterpret_cast<uintptr_t>(scales) & 7)) {
     return static_cast<int>(cudaErrorInvalidValue);
