@@ -129,13 +129,7 @@ __device__ __forceinline__ void walk(const uint8_t* __restrict__ a, const uint8_
     pending = atomicAdd(take, 1u) + gridDim.x;
   }
 
-  float acc[RT][MT][4];
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[r][i][c] = 0.f;
+  float acc[RT][MT][4] = {};  // store_partial zeroes it again after each unit
 
   int cunit = lunit;
   int cstep = 0;
