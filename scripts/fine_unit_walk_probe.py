@@ -28,7 +28,6 @@ from l2_floor_probe import (
     MimicWalkProbe,
     mimic_reference_rows,
     print_share_of_copy,
-    timed,
     write_rows,
 )
 
@@ -86,13 +85,11 @@ def main() -> int:
             failures += not same
         for work in WORKS:
             for name, splits, stages, walk in forms:
-                us = timed(lambda splits=splits, stages=stages, walk=walk, work=work:
-                           launch(splits, stages, walk, work, walked), flush_write)
-                subject = f"mimic_{shape}_{name}_work{work}"
-                rows.append({"subject": subject, "median_us": round(us, 2), "bytes": wt.numel() + st.numel(),
-                             "blocks_per_sm": resident[stages], "walk": walk, "stages": stages, "work": work,
-                             "splits": splits, "units": tiles * splits})
-                print(f"{subject:44s} {us:8.2f} us", flush=True)
+                probe.timed_row(rows, f"mimic_{shape}_{name}_work{work}",
+                                lambda splits=splits, stages=stages, walk=walk, work=work:
+                                launch(splits, stages, walk, work, walked), 44,
+                                bytes=wt.numel() + st.numel(), blocks_per_sm=resident[stages], walk=walk,
+                                stages=stages, work=work, splits=splits, units=tiles * splits)
         del wt, st
     print_share_of_copy(rows, 44)
     write_rows(probe.args.out, rows)

@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
 import hashlib
-import json
-import subprocess
 import sys
 
 import torch
@@ -36,6 +33,7 @@ from nvfp4_kernels.tiling import fused_split_count
 
 sys.path.insert(0, "scripts")
 from fused_dev import make, timer, to_dev  # noqa: E402
+from l2_floor_probe import write_rows  # noqa: E402  (the probes' rows with their provenance)
 
 # (n, k): the walk's split counts (each divides k / 128 into units of 4 or more steps)
 SPLITS = {(17408, 5120): (5, 8, 10), (5120, 17408): (8, 17, 34)}
@@ -57,15 +55,6 @@ def _load(path: str) -> ctypes.CDLL:
 
 def _sha(out: torch.Tensor) -> str:
     return hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()
-
-
-def _provenance(argv: list[str]) -> dict:
-    props = torch.cuda.get_device_properties(0)
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, check=False).stdout.strip().splitlines()
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python " + " ".join(argv), "gpu": props.name, "sms": props.multi_processor_count,
-            "driver": driver[0] if driver else None, "torch": torch.__version__, "cuda": torch.version.cuda}
 
 
 def main() -> int:
@@ -133,6 +122,8 @@ def main() -> int:
                     library(splits, False, reference)
                     torch.cuda.synchronize()
                     want = _sha(reference)
+                    # the library at the walk's split count, timed once for every cap of the walk
+                    ref_us = timer(lambda: library(splits, False, reference), flush, reps=21) if bf16 else None
                     for per_sm in BLOCKS_PER_SM:
                         same = True
                         for _ in range(2):  # the second launch must find the counter back at 0
@@ -144,7 +135,6 @@ def main() -> int:
                         row = {"subject": f"walk_{name}_splits{splits}_per_sm{per_sm}", "splits": splits,
                                "blocks_per_sm_cap": per_sm, "grid": grid.value, "same_bits_as_library": same}
                         if dtype == "bfloat16" and same:
-                            ref_us = timer(lambda: library(splits, False, reference), flush, reps=21)
                             us = timer(lambda: walk(splits, per_sm, out), flush, reps=21)
                             row.update({"median_us": round(us, 2), "library_same_splits_finalize_us": round(ref_us, 2),
                                         "share_of_copy": round(copy_us / us, 4)})
@@ -154,8 +144,7 @@ def main() -> int:
                             print(f"{name} walk splits {splits:2d} cap {per_sm}: BITS DIFFER from the library's",
                                   flush=True)
                         rows.append(row)
-    with open(args.out, "w") as fh:
-        json.dump({"provenance": _provenance(sys.argv), "rows": rows}, fh, indent=1)
+    write_rows(args.out, rows)
     print(f"{len(rows)} rows, {failures} bit mismatches -> {args.out}")
     return 1 if failures else 0
 

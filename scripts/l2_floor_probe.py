@@ -89,6 +89,13 @@ class MimicWalkProbe:
         """mimic_kernel's blocks an SM at ``stages`` stages and MIMIC_EIGHT_PER_SM bytes."""
         return self.lib.probe_mimic_occupancy(stages, MIMIC_EIGHT_PER_SM)
 
+    def timed_row(self, rows: list[dict], subject: str, run, label_width: int, **fields) -> None:
+        """Times ``run`` after an L2 flush (``timed``), appends {subject, median_us, **fields} to
+        ``rows`` and prints the subject and its median."""
+        us = timed(run, self.flush_write)
+        rows.append({"subject": subject, "median_us": round(us, 2), **fields})
+        print(f"{subject:{label_width}s} {us:8.2f} us", flush=True)
+
 
 def mimic_reference_rows(lib, flush_fn, label_width: int) -> list[dict]:
     """The mimic probes' same-run references over MIMIC_ROW_BYTES: the bench's copy of them (half

@@ -28,7 +28,6 @@ from l2_floor_probe import (
     MimicWalkProbe,
     mimic_reference_rows,
     print_share_of_copy,
-    timed,
     write_rows,
 )
 
@@ -85,13 +84,10 @@ def main() -> int:
             failures += not same
         for work in WORKS:
             for name, stages, walk in WALKS:
-                us = timed(lambda name=name, stages=stages, walk=walk, work=work: launch(name, stages, walk, work),
-                           flush_write)
-                subject = f"mimic_{shape}_{name}_work{work}"
-                rows.append({"subject": subject, "median_us": round(us, 2), "bytes": wt.numel() + st.numel(),
-                             "blocks_per_sm": resident[stages], "walk": walk, "stages": stages, "work": work,
-                             "units": units})
-                print(f"{subject:40s} {us:8.2f} us", flush=True)
+                probe.timed_row(rows, f"mimic_{shape}_{name}_work{work}",
+                                lambda name=name, stages=stages, walk=walk, work=work: launch(name, stages, walk, work),
+                                40, bytes=wt.numel() + st.numel(), blocks_per_sm=resident[stages], walk=walk,
+                                stages=stages, work=work, units=units)
         del wt, st
     print_share_of_copy(rows, 40)
     write_rows(probe.args.out, rows)
