@@ -99,6 +99,25 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Calls visit(value, weight row, activation row) for each accumulator of a warp's tiles, with the
+// rows counted from the block's tile: the m16n8k16 MMA's C fragment puts c0, c1 at weight row g,
+// activation rows 2t, 2t+1, and c2, c3 at weight row g + 8. The epilogue and every partial store
+// go through this one mapping, so a unit stored elsewhere (scripts/ws_dev/fused_walk.cu) puts
+// each value where this kernel would.
+template <int MT, int RT, typename Visit>
+__device__ __forceinline__ void for_each_fragment(float (&acc)[RT][MT][4], int warp, int g, int t, Visit&& visit) {
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        visit(acc[r][i][c], warp * 16 * RT + 16 * r + g + (c >= 2 ? 8 : 0), 8 * i + 2 * t + (c & 1));
+      }
+    }
+  }
+}
+
 // Position of 16-byte chunk c (0..15) of activation row r in shared memory. Thread (g, t) reads
 // chunk 4t + q of row g; the 8 threads of a quarter warp (g in {2p, 2p+1}, t in 0..3) then hit
 // 8 different chunk positions modulo 8, i.e. all 32 banks once.
@@ -599,27 +618,17 @@ nvfp4_fused_mma_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict_
     k_loop<T, MT, RT, WARPS, false, true>(loader, smem, steps, gs, warp, g, t, acc);
   }
 
-  // C fragment: c0, c1 = weight row g, activation rows 2t, 2t+1; c2, c3 = weight row g + 8.
-#pragma unroll
-  for (int r = 0; r < RT; ++r) {
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int nn = n0 + warp * 16 * RT + 16 * r + g + (c >= 2 ? 8 : 0);
-        const int mm = m0 + 8 * i + 2 * t + (c & 1);
-        if (nn < n && mm < m) {
-          float v = acc[r][i][c];
-          if (partial != nullptr) {
-            partial[(static_cast<int64_t>(split) * m + mm) * n + nn] = v;
-          } else {
-            if (bias != nullptr) v += OutT<T>::to_f32(bias[nn]);
-            out[static_cast<int64_t>(mm) * n + nn] = OutT<T>::one(v);
-          }
-        }
+  for_each_fragment<MT, RT>(acc, warp, g, t, [&](float v, int row, int act_row) {
+    const int nn = n0 + row, mm = m0 + act_row;
+    if (nn < n && mm < m) {
+      if (partial != nullptr) {
+        partial[(static_cast<int64_t>(split) * m + mm) * n + nn] = v;
+      } else {
+        if (bias != nullptr) v += OutT<T>::to_f32(bias[nn]);
+        out[static_cast<int64_t>(mm) * n + nn] = OutT<T>::one(v);
       }
     }
-  }
+  });
   if constexpr (LAST_BLOCK) {
     last_block_reduce<T, MT, RT, WARPS>(partial, counters, bias, out, m, n, n_tiles, m_tiles, splits);
   }

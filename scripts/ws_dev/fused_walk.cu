@@ -53,24 +53,16 @@ __device__ __forceinline__ WalkUnit walk_unit(int u, int n_tiles, unsigned inv_t
   return w;
 }
 
-// The library kernel's partial store of one unit (the same elements, the same values), then the
-// accumulators back to zero for the next unit.
+// The library kernel's partial store of one unit (the same elements, the same values, through its
+// fragment mapping), then the accumulators back to zero for the next unit.
 template <int MT, int RT, int WARPS>
 __device__ __forceinline__ void store_partial(float (&acc)[RT][MT][4], float* __restrict__ partial, const WalkUnit& w,
                                               int m, int n, int warp, int g, int t) {
-#pragma unroll
-  for (int r = 0; r < RT; ++r) {
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int nn = w.n0 + warp * 16 * RT + 16 * r + g + (c >= 2 ? 8 : 0);
-        const int mm = 8 * i + 2 * t + (c & 1);
-        if (nn < n && mm < m) partial[(static_cast<int64_t>(w.split) * m + mm) * n + nn] = acc[r][i][c];
-        acc[r][i][c] = 0.f;
-      }
-    }
-  }
+  for_each_fragment<MT, RT>(acc, warp, g, t, [&](float& v, int row, int act_row) {
+    const int nn = w.n0 + row;
+    if (nn < n && act_row < m) partial[(static_cast<int64_t>(w.split) * m + act_row) * n + nn] = v;
+    v = 0.f;
+  });
 }
 
 // The walk. Load side: the unit whose steps the ring is filling (lunit), its step (lstep) and the
