@@ -37,7 +37,7 @@ from l2_floor_probe import write_rows  # noqa: E402  (the probes' rows with thei
 
 # (n, k): the walk's split counts (each divides k / 128 into units of 4 or more steps)
 SPLITS = {(17408, 5120): (5, 8, 10), (5120, 17408): (8, 17, 34)}
-BLOCKS_PER_SM = (0, 6)  # 0: every resident slot
+BLOCKS_PER_SM = (0, 6)  # the default caps of resident blocks an SM (0: every resident slot)
 
 
 def _load(path: str) -> ctypes.CDLL:
@@ -61,8 +61,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lib", required=True, help="the dev library built from scripts/ws_dev/fused_walk.cu")
     parser.add_argument("--ms", default="1,8")
+    parser.add_argument("--caps", default=",".join(map(str, BLOCKS_PER_SM)),
+                        help="the walk's caps of resident blocks an SM, comma-separated (0: every resident slot)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    caps = tuple(int(v) for v in args.caps.split(","))
+    if any(c < 0 for c in caps):
+        parser.error(f"--caps takes counts >= 0, got {args.caps}")
     lib = _load(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
@@ -124,7 +129,7 @@ def main() -> int:
                     want = _sha(reference)
                     # the library at the walk's split count, timed once for every cap of the walk
                     ref_us = timer(lambda: library(splits, False, reference), flush, reps=21) if bf16 else None
-                    for per_sm in BLOCKS_PER_SM:
+                    for per_sm in caps:
                         same = True
                         for _ in range(2):  # the second launch must find the counter back at 0
                             out.fill_(float("nan"))

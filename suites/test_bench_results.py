@@ -2217,3 +2217,59 @@ def test_the_m1_mimics_on_an_h200_give_the_h100s_verdicts() -> None:
             assert 0.99 * block_per_unit <= static <= 1.13 * block_per_unit, (shape, work, static, block_per_unit)
             assert min(dynamic) >= 1.02 * block_per_unit and max(dynamic) <= 1.20 * block_per_unit, (
                 shape, work, dynamic, block_per_unit)
+
+
+WALK_AB_H100 = "fused-walk-ab-h100-2026-12-07-457903f.json"
+WALK_AB_CAPS_H100 = "fused-walk-ab-caps-h100-2026-12-07-457903f.json"
+#: the walk's unit counts a shape's K allows at 4 or more steps a unit (scripts/fused_walk_ab.py, SPLITS)
+WALK_SPLITS = {"17408x5120": (5, 8, 10), "5120x17408": (8, 17, 34)}
+
+
+def _walk_rows_checked(data: dict[str, Any], ms: tuple[int, ...], caps: tuple[int, ...]) -> dict[str, dict]:
+    """The walk A/B's rows by subject, after checking what every run of it must show: every walk
+    (each shape, M, output type, split count and cap) gave the library's bits at its split count,
+    its grid is the resident blocks the cap allows on the GPU's 132 SMs or the units if fewer, and
+    each share of the copy is the copy's time over the row's (both rounded to 0.01 us)."""
+    rows = {r["subject"]: r for r in data["rows"]}
+    for shape, splits in WALK_SPLITS.items():
+        n, _ = (int(v) for v in shape.split("x"))
+        copy_us = rows[f"copy_{shape}"]["median_us"]
+        for m in ms:
+            for dtype in ("bfloat16", "float16"):
+                for s in splits:
+                    for cap in caps:
+                        row = rows[f"walk_{shape}_M{m}_{dtype}_splits{s}_per_sm{cap}"]
+                        assert row["same_bits_as_library"] is True, row
+                        units = -(-n // 64) * s
+                        assert row["grid"] == min(units, 132 * (cap or 8)), row
+                        if dtype == "bfloat16":
+                            assert row["share_of_copy"] == pytest.approx(copy_us / row["median_us"], rel=4e-4), row
+    return rows
+
+
+def test_the_walk_in_the_real_kernel_kept_the_bits_and_lost_to_a_block_per_unit_on_the_h100() -> None:
+    """NOTES (thirty-seventh session): scripts/ws_dev/fused_walk.cu, fused_mma's M <= 8 launch on
+    registered weights walking its (tile, split) units from a global counter with its ring full
+    across units, beside the library's launch in one process on an H100 (457903f), L2 flushed.
+    Every walk gave the library's bits at its split count, twice in a row, in bf16 and fp16. None
+    was faster: the best walk of each shape and M, over 3 split counts and 6 caps of resident
+    blocks an SM (every slot, 6, 5, 4, 3, 2), was 9-29% slower than the library's call as
+    dispatched. Where the grid holds every unit (8 splits of 5120 x 17408: 640 blocks, nothing to
+    walk) the walk kernel was still 13-18% slower than the library at those splits, so its unit
+    machinery costs more than the drain it was built to remove."""
+    first = _experiment(WALK_AB_H100)
+    caps = _experiment(WALK_AB_CAPS_H100)
+    for data in (first, caps):
+        assert data["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    runs = ((first, (1, 8), (0, 6)), (caps, (1,), (2, 3, 4, 5)))
+    for data, ms, caps_run in runs:
+        rows = _walk_rows_checked(data, ms, caps_run)
+        for shape, splits in WALK_SPLITS.items():
+            for m in ms:
+                library = rows[f"library_{shape}_M{m}_bfloat16"]["median_us"]
+                walks = [rows[f"walk_{shape}_M{m}_bfloat16_splits{s}_per_sm{c}"] for s in splits for c in caps_run]
+                fastest = min(w["median_us"] for w in walks)
+                assert fastest >= 1.09 * library, (shape, m, fastest, library)
+                for w in walks:
+                    if w["grid"] == -(-int(shape.split("x")[0]) // 64) * w["splits"]:  # one unit a block
+                        assert w["median_us"] >= 1.13 * w["library_same_splits_finalize_us"], w

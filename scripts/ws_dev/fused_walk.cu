@@ -20,6 +20,10 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC -I kernels/cuda \
 //        -o kernels/_build/walk/libfusedwalk.so scripts/ws_dev/fused_walk.cu
+//
+// -DNVFP4_WALK_STATIC (an ablation, libfusedwalk_static.so): block b walks units b, b + grid,
+// b + 2 grid, ... with no counter and no atomic, the same units and so the same bits; beside the
+// walk it says what taking units from the counter costs.
 #include "../../kernels/cuda/fused_mma.cu"
 
 // Held to 64 registers, as the library's M <= 8 launch runs (8 blocks an SM); the walk's state
@@ -90,16 +94,23 @@ __device__ __forceinline__ void walk(const uint8_t* __restrict__ a, const uint8_
   int lstep = 0, moves = 0;
   unsigned pending = 0;
   uint32_t load_slot = ring;
+#ifdef NVFP4_WALK_STATIC
+  (void)pending;
+#endif
 
   const auto issue = [&]() {
     if (lunit < units) {
       loader.load(load_slot);
       if (++lstep == per) {
+#ifdef NVFP4_WALK_STATIC
+        lunit += static_cast<int>(gridDim.x);
+#else
         lunit = next_unit[moves & 1];
         if (threadIdx.x == 0) {
           next_unit[(moves + 1) & 1] = static_cast<int>(pending);
           pending = atomicAdd(take, 1u) + gridDim.x;
         }
+#endif
         ++moves;
         if (lunit < units) {
           lw = walk_unit<MT, RT, WARPS>(lunit, n_tiles, inv_tiles);
@@ -116,10 +127,12 @@ __device__ __forceinline__ void walk(const uint8_t* __restrict__ a, const uint8_
   for (int s = 0; s < kRing - 1; ++s) issue();
   // the block's second unit (published by the loop's first barrier) and its third, taken after the
   // first copies are on their way
+#ifndef NVFP4_WALK_STATIC
   if (threadIdx.x == 0) {
     next_unit[0] = static_cast<int>(atomicAdd(take, 1u) + gridDim.x);
     pending = atomicAdd(take, 1u) + gridDim.x;
   }
+#endif
 
   float acc[RT][MT][4] = {};  // store_partial zeroes it again after each unit
 
