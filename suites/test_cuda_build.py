@@ -470,7 +470,9 @@ def test_the_library_wgmma_wrappers_are_the_generators_output() -> None:
 
 
 @needs_nvcc
-def test_the_walk_dev_kernel_builds_without_spills_and_refuses_units_it_cannot_walk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flags", [(), ("-DNVFP4_WALK_STATIC",)], ids=["counter", "static"])
+def test_the_walk_dev_kernel_builds_without_spills_and_refuses_units_it_cannot_walk(tmp_path: Path,
+                                                                                    flags: tuple[str, ...]) -> None:
     """scripts/ws_dev/fused_walk.cu (the thirty-sixth session's dynamic walk, benchmarks/NOTES.md) is
     the whole of kernels/cuda/fused_mma.cu plus a walk kernel that reuses its loader, K step and
     partial store: a change there must keep it building, the walk held to 64 registers without
@@ -479,9 +481,10 @@ def test_the_walk_dev_kernel_builds_without_spills_and_refuses_units_it_cannot_w
     (its next unit is read a barrier after it is published only then), M above 8, a single weight
     tile (its unit's tile comes from a multiply by ceil(2^32 / tiles), which must fit 32 bits), no
     workspace or unit counter, an ill-formed scale-byte range. Without a GPU an accepted launch gets as far as
-    CUDA and fails there; a refused one is an invalid value (1) first."""
+    CUDA and fails there; a refused one is an invalid value (1) first. Both builds: the walk from
+    the counter, and -DNVFP4_WALK_STATIC, its ablation without one (thirty-seventh session)."""
     # the library's kernels, its finalize kernels and the walk's two types
-    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_walk.cu", (), 78)))
+    lib = ctypes.CDLL(str(_build_dev_kernel(tmp_path, "fused_walk.cu", flags, 78)))
     entry = lib.nvfp4_dev_launch_fused_walk
     p, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
     entry.argtypes = [p, p, p, p, p, p, p, p, i32, i64, i64, i32, i32, p, i32, i32, ctypes.POINTER(i32)]
