@@ -92,11 +92,10 @@ __device__ __forceinline__ void walk(const uint8_t* __restrict__ a, const uint8_
   WalkUnit lw = walk_unit<MT, RT, WARPS>(lunit, n_tiles, inv_tiles);
   Loader loader(packed, scales, a, m, n, k, lw.n0, 0, lw.split * per);
   int lstep = 0, moves = 0;
-  unsigned pending = 0;
-  uint32_t load_slot = ring;
-#ifdef NVFP4_WALK_STATIC
-  (void)pending;
+#ifndef NVFP4_WALK_STATIC
+  unsigned pending = 0;  // thread 0's unit taken last, published at the next change
 #endif
+  uint32_t load_slot = ring;
 
   const auto issue = [&]() {
     if (lunit < units) {
